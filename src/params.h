@@ -1,0 +1,52 @@
+/* Every limit uroce advertises or enforces, in one place. */
+#ifndef UROCE_PARAMS_H
+#define UROCE_PARAMS_H
+
+enum uroce_params {
+	UROCE_UDP_PORT = 4791,		/* IANA RoCEv2 destination port */
+	UROCE_SPORT_BASE = 0xC000,	/* source port = base | 14-bit hash(QPN) */
+
+	UROCE_VENDOR_ID = 0xFFFFFF,	/* unknown to perftest's vendor tables */
+	UROCE_VENDOR_PART_ID = 0,
+	UROCE_HW_VER = 0,
+
+	/* QPN = slot << UROCE_QPN_SLOT_SHIFT | index.  The slot names the process
+	 * that owns the QP among those sharing UDP port 4791 on one host. */
+	UROCE_QPN_SLOT_SHIFT = 14,
+	UROCE_MAX_SLOTS = 1 << (24 - UROCE_QPN_SLOT_SHIFT),
+	UROCE_MAX_QP = (1 << UROCE_QPN_SLOT_SHIFT) - 1,
+
+	/* rkey/lkey = index << UROCE_KEY_SHIFT | random key bits */
+	UROCE_KEY_SHIFT = 12,
+	UROCE_MAX_MR = (1 << 18) - 1,
+
+	UROCE_MAX_QP_WR = 16384,
+	UROCE_MAX_SGE = 32,
+	UROCE_MAX_INLINE = 512,
+	UROCE_MAX_CQ = 1 << 16,
+	UROCE_MAX_CQE = (1 << 20) - 1,
+	UROCE_MAX_PD = 1 << 16,
+	UROCE_MAX_AH = 1 << 16,
+	UROCE_MAX_SRQ = 1 << 14,
+	UROCE_MAX_SRQ_WR = 16384,
+	UROCE_MAX_SRQ_SGE = 32,
+	UROCE_MAX_RD_ATOMIC = 16,
+	UROCE_MAX_COMP_CHANNELS = 1 << 16,
+	UROCE_GID_TBL_LEN = 16,
+	UROCE_PKEY_TBL_LEN = 1,
+	UROCE_DEFAULT_PKEY = 0xFFFF,
+
+	UROCE_MAX_MSG_SZ = 1U << 31,
+
+	/* Transport: unacknowledged packets in flight per QP, and how often a
+	 * long message asks for an ACK so the window keeps moving. */
+	UROCE_DEFAULT_WINDOW = 128,
+	UROCE_ACKREQ_EVERY = 32,
+
+	UROCE_RX_BATCH = 64,		/* datagrams per recvmmsg */
+	UROCE_TX_BATCH = 64,		/* datagrams per sendmmsg */
+	UROCE_MAX_HDR = 64,		/* largest header stack we build */
+	UROCE_RX_BUF = 4096 + 128,	/* MTU payload + headers + ICRC */
+};
+
+#endif

@@ -1,0 +1,62 @@
+/*
+ * The transport engine: requester (requester.c) turns send WQEs into request
+ * packets; responder (responder.c) executes incoming requests and answers;
+ * completer (completer.c) consumes ACKs and responses and completes send WQEs;
+ * receive (receive.c) validates every datagram and dispatches it; progress
+ * (progress.c) is the background thread that plays the NIC.
+ */
+#ifndef UROCE_TRANSPORT_H
+#define UROCE_TRANSPORT_H
+
+#include "uroce.h"
+
+/* A received packet after validation by receive.c. */
+struct uroce_pkt {
+	struct uroce_rxpkt *rx;
+	const uint8_t *bth;
+	uint8_t opcode;
+	uint32_t mask;			/* ib_opcodes[opcode].mask */
+	uint32_t psn;
+	const uint8_t *payload;
+	uint32_t paylen;		/* without pad and ICRC */
+	struct uroce_qp *qp;
+};
+
+/* requester.c, called with qp->sq_lock held */
+void uroce_req_progress(struct uroce_qp *qp);
+void uroce_req_rewind(struct uroce_qp *qp, uint32_t psn);
+
+/* completer.c */
+void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
+void uroce_comp_timer(struct uroce_qp *qp, uint64_t now);
+/* Complete (flush) every send WQE still queued; sq_lock held. */
+void uroce_comp_flush(struct uroce_qp *qp);
+/* Deliver a send completion for the WQE at sq_tail and advance; sq_lock held. */
+void uroce_comp_complete_tail(struct uroce_qp *qp, enum ibv_wc_status status);
+
+/* responder.c */
+void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
+/* Send the ACK the responder owes (end of a receive batch). */
+void uroce_resp_flush_ack(struct uroce_qp *qp);
+/* Flush every posted receive WQE (QP in error); rq lock not held. */
+void uroce_resp_flush(struct uroce_qp *qp);
+
+/* receive.c: validate and dispatch one batch (rx_lock held). */
+void uroce_recv_batch(struct uroce_nic *nic, struct uroce_rxpkt *pkts, int n);
+
+/* xmit.c: fill ICRC and hand datagrams of qp to the backend. */
+int uroce_xmit(struct uroce_qp *qp, const union uroce_sockaddr *dst,
+	       struct uroce_txpkt *pkts, unsigned n);
+
+/* qp.c: move a QP to the error state and flush its queues. */
+void uroce_qp_to_error(struct uroce_qp *qp, bool async_event);
+
+/* progress.c */
+int uroce_engine_start(struct uroce_nic *nic);
+void uroce_engine_stop(struct uroce_nic *nic);
+/* Local ACK timeout of a QP in ns (4.096 us * 2^timeout), 0 = infinite. */
+uint64_t uroce_ack_timeout_ns(uint8_t timeout);
+/* RNR NAK timer code to ns (IBTA table 45). */
+uint64_t uroce_rnr_timer_ns(uint8_t code);
+
+#endif

@@ -1,0 +1,462 @@
+/*
+ * uroce internals shared by the verbs objects, the transport engine and the
+ * network backends.  The public API is rdma-core's <infiniband/verbs.h>; every
+ * verbs object here embeds the rdma-core struct as its first member so that a
+ * pointer handed to the application converts back with container_of.
+ */
+#ifndef UROCE_H
+#define UROCE_H
+
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "params.h"
+
+#define UROCE_EXPORT __attribute__((visibility("default")))
+
+#define container_of(ptr, type, member) \
+	((type *)((char *)(ptr) - offsetof(type, member)))
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- configuration (config.c) -------------------------------------------- */
+
+struct uroce_faults_cfg {
+	double drop;		/* probability a received datagram is dropped */
+	double dup;		/* ... is delivered twice */
+	double reorder;		/* ... is held back behind the next one */
+	uint64_t seed;
+	bool enabled;
+};
+
+struct uroce_config {
+	uint16_t udp_port;		/* UROCE_PORT, default 4791 */
+	enum ibv_mtu max_mtu;		/* UROCE_MTU (256..4096), default 4096 */
+	char addrs[512];		/* UROCE_ADDRS: comma list; empty = all */
+	unsigned window;		/* UROCE_WINDOW: packets in flight per QP */
+	struct uroce_faults_cfg faults;	/* UROCE_FAULTS=drop=0.02,dup=..,reorder=..,seed=7 */
+	int debug;			/* UROCE_DEBUG=1: log drops to stderr */
+};
+
+/* Loaded once from the environment (and the file named by UROCE_CONFIG). */
+const struct uroce_config *uroce_config(void);
+
+/* ---- addresses ----------------------------------------------------------- */
+
+union uroce_sockaddr {
+	struct sockaddr sa;
+	struct sockaddr_in in4;
+	struct sockaddr_in6 in6;
+	struct sockaddr_storage ss;
+};
+
+/* ::ffff:a.b.c.d GIDs map to AF_INET, everything else to AF_INET6. */
+void uroce_gid_to_sockaddr(const union ibv_gid *gid, uint16_t port,
+			   union uroce_sockaddr *out);
+void uroce_sockaddr_to_gid(const union uroce_sockaddr *sa, union ibv_gid *gid);
+bool uroce_sockaddr_same_ip(const union uroce_sockaddr *a,
+			    const union uroce_sockaddr *b);
+
+struct uroce_gid_entry {
+	union ibv_gid gid;
+	unsigned ifindex;
+};
+
+/* ---- packets between transport and network backend ---------------------- */
+
+/* One RoCEv2 datagram being sent: UDP payload = iov[0..niov). The transport
+ * fills hdr (BTH + extension headers) and trailer (pad + ICRC) and points the
+ * payload iovecs straight at registered memory (zero copy). */
+enum { UROCE_TX_IOV = UROCE_MAX_SGE + 2 };
+
+struct uroce_txpkt {
+	const union uroce_sockaddr *dst;	/* peer IP, port 4791 */
+	const union uroce_sockaddr *src;	/* our IP (the SGID), port ignored */
+	uint32_t len;				/* UDP payload bytes */
+	unsigned niov;
+	struct iovec iov[UROCE_TX_IOV];
+	uint8_t hdr[UROCE_MAX_HDR];
+	uint8_t trailer[8];
+};
+
+/* One received datagram.  data/len cover the UDP payload (BTH .. ICRC).
+ * Buffers belong to the backend and stay valid until its next recv call. */
+struct uroce_rxpkt {
+	uint8_t *data;
+	uint32_t len;
+	union uroce_sockaddr src;	/* peer IP and UDP source port */
+	union uroce_sockaddr dst;	/* our IP it was sent to, UDP dest port */
+	uint8_t tos;			/* IPv4 TOS / IPv6 traffic class (ECN) */
+};
+
+struct uroce_nic;
+
+/* A network backend: how RoCEv2 datagrams leave and enter this process. */
+struct uroce_net_ops {
+	const char *name;
+	/* Bind the shared RoCEv2 port; allocate nic->slot. */
+	int (*open)(struct uroce_nic *nic);
+	void (*close)(struct uroce_nic *nic);
+	/* A transmit endpoint for one UDP source port and address family.
+	 * Returns a handle >= 0 or -errno. */
+	int (*tx_open)(struct uroce_nic *nic, int family, uint16_t sport);
+	void (*tx_close)(struct uroce_nic *nic, int tx);
+	/* Send n datagrams; returns how many left (>= 0) or -errno. */
+	int (*xmit)(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
+		    unsigned n);
+	/* File descriptors the engine polls for POLLIN before calling recv. */
+	int (*rx_fds)(struct uroce_nic *nic, int *fds, int max);
+	/* Receive up to max datagrams without blocking; 0 when none. */
+	int (*recv)(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
+		    unsigned max);
+};
+
+extern const struct uroce_net_ops uroce_net_udp;
+
+/* ---- deterministic fault injection (net/faults.c) ------------------------ */
+
+struct uroce_faults {
+	struct uroce_faults_cfg cfg;
+	uint64_t rng;
+	/* a held-back datagram for reorder, and a copy for duplicates */
+	bool held_valid;
+	struct uroce_rxpkt held;
+	uint8_t held_buf[UROCE_RX_BUF];
+	uint8_t dup_buf[UROCE_RX_BUF];
+};
+
+void uroce_faults_init(struct uroce_faults *f, const struct uroce_faults_cfg *cfg);
+/* Applies drop/dup/reorder to a received batch in place; returns new count
+ * (<= max).  Deterministic for a given seed and arrival sequence. */
+int uroce_faults_apply(struct uroce_faults *f, struct uroce_rxpkt *pkts,
+		       int n, int max);
+
+/* ---- counters ------------------------------------------------------------ */
+
+#define UROCE_STATS(X)                                                         \
+	X(rx_packets) X(tx_packets) X(rx_bad_icrc) X(rx_malformed)             \
+	X(rx_unknown_qp) X(rx_bad_source) X(rx_bad_state) X(rx_out_of_window)  \
+	X(rx_duplicate) X(rx_forwarded) X(rx_forward_failed) X(tx_errors)      \
+	X(retransmits) X(timeouts) X(rnr_naks_sent) X(rnr_naks_rcvd)           \
+	X(seq_naks_sent) X(seq_naks_rcvd) X(fault_drops) X(fault_dups)         \
+	X(fault_reorders) X(access_errors)
+
+struct uroce_stats {
+#define UROCE_STAT_FIELD(n) atomic_ulong n;
+	UROCE_STATS(UROCE_STAT_FIELD)
+#undef UROCE_STAT_FIELD
+};
+
+#define STAT_INC(nic, field) \
+	atomic_fetch_add_explicit(&(nic)->stats.field, 1, memory_order_relaxed)
+
+/* ---- the NIC: one per process, shared by every open context -------------- */
+
+struct uroce_qp;
+struct uroce_mr;
+
+struct uroce_nic {
+	pthread_mutex_t lock;		/* object tables; never on the datapath */
+	int refcnt;
+	const struct uroce_config *cfg;
+
+	const struct uroce_net_ops *net;
+	void *net_priv;			/* backend state */
+	unsigned slot;			/* this process's QPN slot (1..) */
+
+	struct uroce_gid_entry gids[UROCE_GID_TBL_LEN];
+	int num_gids;
+
+	/* QPN index -> QP; readers in the engine load without a lock and rely
+	 * on uroce_nic_quiesce() before an object is freed. */
+	_Atomic(struct uroce_qp *) qps[UROCE_MAX_QP + 1];
+	_Atomic(struct uroce_qp *) live_qps[UROCE_MAX_QP + 1];
+	atomic_int num_live_qps;
+	unsigned next_qp_index;
+
+	/* key index -> MR; app threads take mr_lock for reading, the engine
+	 * reads without it under the same quiesce rule. */
+	pthread_rwlock_t mr_lock;
+	_Atomic(struct uroce_mr *) *mrs;	/* UROCE_MAX_MR + 1 entries */
+	unsigned next_mr_index;
+
+	/* progress engine (transport/progress.c) */
+	pthread_t engine;
+	int wake_fd;			/* eventfd: timers re-armed earlier */
+	atomic_bool stop;
+	atomic_uint_fast64_t engine_sleep_until;	/* ns, CLOCK_MONOTONIC */
+	pthread_mutex_t rx_lock;	/* one receiver at a time keeps order */
+	atomic_uint engine_seq;		/* odd while touching QPs/MRs */
+
+	struct uroce_faults faults;	/* guarded by rx_lock */
+	struct uroce_stats stats;
+	uint8_t node_guid[8];
+};
+
+/* Take / release the process NIC (created on first open_device). */
+struct uroce_nic *uroce_nic_get(void);
+void uroce_nic_put(struct uroce_nic *nic);
+/* Wait until the engine no longer uses any QP/MR pointer it may have loaded
+ * before the caller unpublished one. */
+void uroce_nic_quiesce(struct uroce_nic *nic);
+/* Make the engine re-evaluate its timers now (cheap when not needed). */
+void uroce_nic_kick(struct uroce_nic *nic, uint64_t deadline_ns);
+
+uint64_t uroce_now_ns(void);
+
+/* ---- verbs objects ------------------------------------------------------- */
+
+struct uroce_device {
+	struct ibv_device ibdev;
+};
+
+struct uroce_context {
+	struct verbs_context vctx;	/* ibv_context is its last member */
+	struct uroce_nic *nic;
+	int async_wfd;			/* write end; context.async_fd reads */
+	pthread_mutex_t async_lock;
+};
+
+struct uroce_pd {
+	struct ibv_pd ibpd;
+};
+
+struct uroce_mr {
+	struct ibv_mr ibmr;
+	struct uroce_pd *pd;
+	uint64_t iova;			/* address the keys are checked against */
+	int access;
+	uint32_t index;
+};
+
+struct uroce_comp_channel {
+	struct ibv_comp_channel ibch;
+	int wfd;			/* write end of the pipe ibch.fd reads */
+};
+
+struct uroce_cq {
+	struct ibv_cq ibcq;
+	pthread_mutex_t lock;
+	struct ibv_wc *ring;
+	uint32_t size;			/* ring entries (>= cqe + 1) */
+	uint32_t head, tail;		/* produce at head, consume at tail */
+	int armed;			/* 0, or 1 = next, 2 = solicited only */
+	bool overflow;
+};
+
+struct uroce_ah {
+	struct ibv_ah ibah;
+	struct ibv_ah_attr attr;
+	union uroce_sockaddr dst;
+};
+
+/* A local scatter/gather element resolved to host memory at post time. */
+struct uroce_sge {
+	uint8_t *addr;
+	uint32_t length;
+};
+
+struct uroce_recv_wqe {
+	uint64_t wr_id;
+	uint32_t num_sge;
+	uint32_t length;		/* sum of sge lengths */
+	struct uroce_sge *sge;		/* num_sge entries, owned by the queue */
+};
+
+/* A receive ring shared by a QP's RQ and by SRQs. */
+struct uroce_rq {
+	pthread_mutex_t lock;
+	struct uroce_recv_wqe *wqe;
+	struct uroce_sge *sges;
+	uint32_t max_wr, max_sge;
+	uint32_t size;			/* ring slots = max_wr + 1 */
+	uint32_t head, tail;
+};
+
+struct uroce_srq {
+	struct ibv_srq ibsrq;
+	struct uroce_rq rq;
+	uint32_t limit;			/* armed limit for IBV_EVENT_SRQ_LIMIT_REACHED */
+};
+
+/* Requester progress of one send WQE. */
+enum uroce_wqe_state {
+	WQE_POSTED,	/* not a single packet sent */
+	WQE_SENDING,	/* some request packets sent */
+	WQE_SENT,	/* all request packets sent, awaiting ACK / response */
+	WQE_DONE,	/* acknowledged (and response placed) */
+};
+
+struct uroce_send_wqe {
+	uint64_t wr_id;
+	enum ibv_wr_opcode opcode;
+	unsigned send_flags;
+	__be32 imm;
+	uint32_t length;		/* total message bytes */
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint64_t compare_add, swap;
+	/* UD */
+	struct uroce_ah *ah;
+	uint32_t remote_qpn, remote_qkey;
+
+	uint32_t num_sge;
+	struct uroce_sge *sge;		/* owned by the queue */
+
+	enum uroce_wqe_state state;
+	uint32_t first_psn;		/* valid once state != WQE_POSTED */
+	uint32_t npkts;			/* PSNs the message consumes */
+	enum ibv_wc_status status;
+};
+
+/* Responder resource remembered for duplicate READ / atomic requests. */
+struct uroce_resp_res {
+	uint8_t opcode;			/* 0 = free */
+	uint32_t first_psn, npkts;
+	uint64_t va;
+	uint32_t rkey, length;
+	uint64_t atomic_orig;
+};
+
+struct uroce_qp {
+	struct ibv_qp_ex ibqpx;		/* ibqpx.qp_base is the ibv_qp */
+	struct uroce_nic *nic;
+	struct uroce_context *ctx;
+	uint32_t index;			/* into nic->qps */
+
+	/* attributes (modify_qp) */
+	pthread_mutex_t attr_lock;	/* modify/query vs each other */
+	struct ibv_qp_attr attr;	/* the last values set, for query_qp */
+	struct ibv_qp_init_attr init;
+	_Atomic enum ibv_qp_state state;
+	uint32_t mtu;			/* path MTU in bytes */
+	union uroce_sockaddr peer;	/* dgid, port 4791 */
+	union uroce_sockaddr self;	/* our sgid address */
+	int tx;				/* net backend tx handle, -1 none */
+	uint16_t sport;
+
+	/* send queue: requester + completer state, guarded by sq_lock */
+	pthread_mutex_t sq_lock;
+	struct uroce_send_wqe *sq;
+	struct uroce_sge *sq_sges;
+	uint8_t *sq_inline;		/* max_inline bytes per slot */
+	uint32_t sq_size;		/* slots = max_send_wr + 1 */
+	uint32_t sq_head;		/* next slot to post */
+	uint32_t sq_next;		/* next WQE to transmit from */
+	uint32_t sq_tail;		/* oldest not yet completed */
+	struct {
+		uint32_t psn;		/* next PSN to send */
+		uint32_t offset;	/* bytes of sq[sq_next] already packetized */
+		uint32_t since_ackreq;	/* packets since we last asked for an ACK */
+		uint32_t rd_atomic_out;	/* READ/atomic requests in flight */
+		uint64_t rnr_until;	/* ns; 0 = not waiting on RNR */
+	} req;
+	struct {
+		uint32_t psn;		/* oldest unacknowledged PSN */
+		uint32_t retry_left;
+		uint32_t rnr_retry_left;
+		uint64_t deadline;	/* ns of the local ACK timeout; 0 = idle */
+		uint32_t rewound_psn;	/* last PSN we went back to (avoid storms) */
+		bool rewound;
+	} comp;
+
+	/* receive side: responder state, guarded by rq_lock (or the SRQ's) */
+	struct uroce_rq rq;
+	struct uroce_srq *srq;
+	struct {
+		uint32_t psn;		/* expected PSN */
+		uint32_t msn;
+		bool nak_sent;		/* one sequence NAK per gap */
+		bool ack_pending;
+		uint8_t ack_syndrome;	/* to send with the pending ACK */
+		uint32_t ack_psn;
+		/* multi-packet SEND in progress */
+		bool in_send;
+		struct uroce_recv_wqe cur;
+		struct uroce_sge cur_sge[UROCE_MAX_SGE];
+		uint32_t cur_offset;
+		/* multi-packet WRITE in progress */
+		bool in_write;
+		uint8_t *write_ptr;
+		uint32_t write_left;
+		uint32_t write_total;
+		struct uroce_resp_res *res;	/* max_dest_rd_atomic entries */
+		uint32_t res_count, res_next;
+	} resp;
+	struct uroce_qp *ack_next;	/* engine's list of QPs owing an ACK */
+};
+
+static inline struct uroce_qp *to_uqp(struct ibv_qp *qp)
+{
+	return container_of(qp, struct uroce_qp, ibqpx.qp_base);
+}
+static inline struct uroce_context *to_uctx(struct ibv_context *c)
+{
+	return container_of(c, struct uroce_context, vctx.context);
+}
+static inline struct uroce_cq *to_ucq(struct ibv_cq *cq)
+{
+	return container_of(cq, struct uroce_cq, ibcq);
+}
+static inline struct uroce_mr *to_umr(struct ibv_mr *mr)
+{
+	return container_of(mr, struct uroce_mr, ibmr);
+}
+static inline struct uroce_pd *to_upd(struct ibv_pd *pd)
+{
+	return container_of(pd, struct uroce_pd, ibpd);
+}
+static inline struct uroce_srq *to_usrq(struct ibv_srq *srq)
+{
+	return container_of(srq, struct uroce_srq, ibsrq);
+}
+static inline struct uroce_ah *to_uah(struct ibv_ah *ah)
+{
+	return container_of(ah, struct uroce_ah, ibah);
+}
+
+/* ---- object helpers used across files ------------------------------------ */
+
+/* MR lookup by key.  Returns the MR only if the key's random bits match. */
+struct uroce_mr *uroce_mr_lookup(struct uroce_nic *nic, uint32_t key);
+/* Translate [addr, addr+len) inside mr; NULL if out of bounds.  addr is in
+ * the MR's iova space. */
+uint8_t *uroce_mr_ptr(const struct uroce_mr *mr, uint64_t addr, uint64_t len);
+
+/* Push one completion; raises the channel event if armed.  Returns false on
+ * overflow (the CQ is then in error and an async event is raised). */
+bool uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited);
+
+/* Post an asynchronous event on the context's async fd. */
+void uroce_async_event(struct uroce_context *ctx, const struct ibv_async_event *ev);
+
+/* Validate and resolve local SGEs against lkeys: every element must name an
+ * MR of pd containing it, with LOCAL_WRITE when need_write. */
+int uroce_resolve_sges(struct uroce_nic *nic, struct uroce_pd *pd,
+		       const struct ibv_sge *in, int n, bool need_write,
+		       struct uroce_sge *out, uint32_t *total);
+
+/* Receive ring helpers (verbs/srq.c). */
+int uroce_rq_init(struct uroce_rq *rq, uint32_t max_wr, uint32_t max_sge);
+void uroce_rq_destroy(struct uroce_rq *rq);
+int uroce_rq_post(struct uroce_nic *nic, struct uroce_pd *pd, struct uroce_rq *rq,
+		  struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
+/* Pop the oldest receive WQE into out (sge copied into sge_store); caller
+ * holds rq->lock.  false when empty. */
+bool uroce_rq_pop(struct uroce_rq *rq, struct uroce_recv_wqe *out,
+		  struct uroce_sge *sge_store);
+
+/* Reported in query_device and enforced by create_*. */
+void uroce_fill_device_attr(const struct uroce_nic *nic, struct ibv_device_attr *attr);
+
+/* Logging for UROCE_DEBUG. */
+void uroce_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,30 @@
+/* Provider functions installed in ibv_context.ops / verbs_context. */
+#ifndef UROCE_VERBS_OPS_H
+#define UROCE_VERBS_OPS_H
+
+#include "uroce.h"
+
+/* qp.c */
+int uroce_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
+int uroce_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
+struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr);
+/* cq.c */
+int uroce_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
+int uroce_req_notify_cq(struct ibv_cq *cq, int solicited_only);
+/* srq.c */
+int uroce_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
+/* device.c */
+int uroce_query_port_ex(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr, size_t len);
+int uroce_query_device_ex(struct ibv_context *ctx, const struct ibv_query_device_ex_input *input,
+			  struct ibv_device_attr_ex *attr, size_t attr_size);
+
+/* verbs/qp_state.c: may a QP of this type go from cur to next with exactly
+ * these attribute mask bits (IBTA 11.2.5 / table of required and optional
+ * attributes)?  IBV_QP_STATE must be in mask. */
+bool uroce_qp_transition_ok(enum ibv_qp_type type, enum ibv_qp_state cur,
+			    enum ibv_qp_state next, int mask);
+
+/* verbs/gid.c: fill nic->gids from the host's addresses (honours UROCE_ADDRS). */
+int uroce_gids_discover(struct uroce_nic *nic);
+
+#endif

@@ -45,15 +45,19 @@ void uroce_resp_flush(struct uroce_qp *qp);
 void uroce_recv_batch(struct uroce_nic *nic, struct uroce_rxpkt *pkts, int n);
 
 /* xmit.c: fill ICRC and hand datagrams of qp to the backend. */
-int uroce_xmit(struct uroce_qp *qp, const union uroce_sockaddr *dst,
-	       struct uroce_txpkt *pkts, unsigned n);
+int uroce_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n);
 
-/* qp.c: move a QP to the error state and flush its queues. */
+/* qp.c: move a QP to the error state and flush its queues; the _locked
+ * variant is for callers already holding sq_lock. */
 void uroce_qp_to_error(struct uroce_qp *qp, bool async_event);
+void uroce_qp_to_error_locked(struct uroce_qp *qp, bool async_event);
 
 /* progress.c */
 int uroce_engine_start(struct uroce_nic *nic);
 void uroce_engine_stop(struct uroce_nic *nic);
+/* Receive inline from a thread that found its CQ empty: completions then
+ * need no wake-up of the engine thread. */
+void uroce_engine_poll(struct uroce_nic *nic);
 /* Local ACK timeout of a QP in ns (4.096 us * 2^timeout), 0 = infinite. */
 uint64_t uroce_ack_timeout_ns(uint8_t timeout);
 /* RNR NAK timer code to ns (IBTA table 45). */

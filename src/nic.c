@@ -1,0 +1,142 @@
+/*
+ * The process-wide NIC: every ibv_context of a process shares one set of
+ * sockets, one QP/MR namespace and one progress engine, the way one RNIC
+ * serves every context opened on it.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "transport/transport.h"
+#include "verbs/ops.h"
+
+static pthread_mutex_t nic_global_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct uroce_nic *the_nic;
+
+uint64_t uroce_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static void nic_free(struct uroce_nic *nic)
+{
+	if (nic->wake_fd >= 0)
+		close(nic->wake_fd);
+	free(nic->mrs);
+	pthread_rwlock_destroy(&nic->mr_lock);
+	pthread_mutex_destroy(&nic->rx_lock);
+	pthread_mutex_destroy(&nic->lock);
+	free(nic);
+}
+
+static struct uroce_nic *nic_create(void)
+{
+	struct uroce_nic *nic = calloc(1, sizeof(*nic));
+	int err;
+
+	if (!nic)
+		return NULL;
+	pthread_mutex_init(&nic->lock, NULL);
+	pthread_mutex_init(&nic->rx_lock, NULL);
+	pthread_rwlock_init(&nic->mr_lock, NULL);
+	nic->wake_fd = -1;
+	nic->cfg = uroce_config();
+	nic->net = &uroce_net_udp;
+	nic->next_qp_index = 1;
+	nic->next_mr_index = 1;
+
+	nic->mrs = calloc(UROCE_MAX_MR + 1, sizeof(*nic->mrs));
+	nic->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!nic->mrs || nic->wake_fd < 0) {
+		err = errno ? errno : ENOMEM;
+		goto fail;
+	}
+	err = uroce_gids_discover(nic);
+	if (err)
+		goto fail;
+	uroce_faults_init(&nic->faults, &nic->cfg->faults);
+	err = -nic->net->open(nic);
+	if (err)
+		goto fail;
+	err = uroce_engine_start(nic);
+	if (err) {
+		nic->net->close(nic);
+		goto fail;
+	}
+	nic->refcnt = 1;
+	return nic;
+fail:
+	nic_free(nic);
+	errno = err;
+	return NULL;
+}
+
+struct uroce_nic *uroce_nic_get(void)
+{
+	struct uroce_nic *nic;
+
+	pthread_mutex_lock(&nic_global_lock);
+	if (the_nic) {
+		the_nic->refcnt++;
+	} else {
+		the_nic = nic_create();
+	}
+	nic = the_nic;
+	pthread_mutex_unlock(&nic_global_lock);
+	return nic;
+}
+
+static void nic_dump_stats(struct uroce_nic *nic)
+{
+#define UROCE_STAT_PRINT(n)                                                    \
+	if (atomic_load(&nic->stats.n))                                        \
+		uroce_log("slot %u: %s %lu", nic->slot, #n,                    \
+			  atomic_load(&nic->stats.n));
+	UROCE_STATS(UROCE_STAT_PRINT)
+#undef UROCE_STAT_PRINT
+}
+
+void uroce_nic_put(struct uroce_nic *nic)
+{
+	pthread_mutex_lock(&nic_global_lock);
+	if (--nic->refcnt == 0) {
+		uroce_engine_stop(nic);
+		nic_dump_stats(nic);
+		nic->net->close(nic);
+		nic_free(nic);
+		the_nic = NULL;
+	}
+	pthread_mutex_unlock(&nic_global_lock);
+}
+
+void uroce_nic_quiesce(struct uroce_nic *nic)
+{
+	unsigned seq = atomic_load(&nic->engine_seq);
+	struct timespec pause = { 0, 20000 };
+
+	/* An even count means the engine is outside a section: whatever it
+	 * loads next already sees the caller's unpublish. */
+	if (!(seq & 1))
+		return;
+	while (atomic_load(&nic->engine_seq) == seq)
+		nanosleep(&pause, NULL);
+}
+
+void uroce_nic_kick(struct uroce_nic *nic, uint64_t deadline_ns)
+{
+	uint64_t one = 1;
+
+	if (deadline_ns < atomic_load(&nic->engine_sleep_until)) {
+		if (write(nic->wake_fd, &one, sizeof(one)) < 0) {
+			/* eventfd only fails when its counter is saturated,
+			 * which already means a wake-up is pending. */
+		}
+	}
+}

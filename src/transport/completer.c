@@ -1,0 +1,337 @@
+/*
+ * Completer: consumes ACK / NAK / READ response / ATOMIC ACK packets and
+ * retires send WQEs in order (IBTA 9.7.5.1); runs the local ACK timeout and
+ * RNR timers.  Everything here runs with qp->sq_lock held.
+ */
+#include <string.h>
+
+#include "transport/hdr.h"
+#include "transport/opcode.h"
+#include "transport/transport.h"
+
+static bool wqe_is_read_or_atomic(const struct uroce_send_wqe *wqe)
+{
+	return wqe->opcode == IBV_WR_RDMA_READ ||
+	       wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       wqe->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+static enum ibv_wc_opcode wc_opcode(enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return IBV_WC_RDMA_WRITE;
+	case IBV_WR_RDMA_READ:
+		return IBV_WC_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return IBV_WC_COMP_SWAP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return IBV_WC_FETCH_ADD;
+	default:
+		return IBV_WC_SEND;
+	}
+}
+
+void uroce_comp_complete_tail(struct uroce_qp *qp, enum ibv_wc_status status)
+{
+	struct uroce_send_wqe *wqe = &qp->sq[qp->sq_tail];
+	uint32_t old_tail = qp->sq_tail;
+
+	if (status != IBV_WC_SUCCESS || qp->init.sq_sig_all ||
+	    (wqe->send_flags & IBV_SEND_SIGNALED)) {
+		struct ibv_wc wc = {
+			.wr_id = wqe->wr_id,
+			.status = status,
+			.opcode = wc_opcode(wqe->opcode),
+			.byte_len = wqe->length,
+			.qp_num = qp->ibqpx.qp_base.qp_num,
+		};
+		uroce_cq_push(to_ucq(qp->ibqpx.qp_base.send_cq), &wc, false);
+	}
+	if (wqe_is_read_or_atomic(wqe) && wqe->state != WQE_POSTED)
+		qp->req.rd_atomic_out--;
+	wqe->state = WQE_DONE;
+	qp->sq_tail = (qp->sq_tail + 1) % qp->sq_size;
+	if (qp->sq_next == old_tail) {
+		qp->sq_next = qp->sq_tail;
+		qp->req.offset = 0;
+	}
+}
+
+void uroce_comp_flush(struct uroce_qp *qp)
+{
+	while (qp->sq_tail != qp->sq_head)
+		uroce_comp_complete_tail(qp, IBV_WC_WR_FLUSH_ERR);
+	qp->sq_next = qp->sq_tail;
+	qp->req.offset = 0;
+	qp->req.rd_atomic_out = 0;
+	qp->comp.deadline = 0;
+	qp->req.rnr_until = 0;
+}
+
+/* Forward progress: restart the retry budget and the ACK timer. */
+static void comp_progress(struct uroce_qp *qp, uint32_t new_psn)
+{
+	qp->comp.psn = new_psn;
+	qp->comp.retry_left = qp->attr.retry_cnt;
+	qp->comp.rnr_retry_left = qp->attr.rnr_retry;
+	qp->comp.rewound = false;
+	if (qp->comp.psn == qp->req.psn) {
+		qp->comp.deadline = 0;
+	} else {
+		uint64_t t = uroce_ack_timeout_ns(qp->attr.timeout);
+
+		qp->comp.deadline = t ? uroce_now_ns() + t : 0;
+	}
+}
+
+/* Go back to comp.psn once per position: a burst of out-of-order responses
+ * must not trigger a retransmission each. */
+static void comp_rewind(struct uroce_qp *qp)
+{
+	if (qp->comp.rewound && qp->comp.rewound_psn == qp->comp.psn)
+		return;
+	qp->comp.rewound = true;
+	qp->comp.rewound_psn = qp->comp.psn;
+	uroce_req_rewind(qp, qp->comp.psn);
+}
+
+/*
+ * Everything before psn `upto` is acknowledged: retire the SEND/WRITE WQEs
+ * it covers.  A READ or atomic it covers whose response has not arrived
+ * means that response was lost (an implied NAK): go back and ask again.
+ */
+static void comp_ack_upto(struct uroce_qp *qp, uint32_t upto)
+{
+	while (qp->sq_tail != qp->sq_head) {
+		struct uroce_send_wqe *wqe = &qp->sq[qp->sq_tail];
+		uint32_t end;
+
+		if (wqe->state == WQE_POSTED)
+			break;
+		if (psn_diff(upto, qp->comp.psn) <= 0)
+			break;
+		end = psn_add(wqe->first_psn, wqe->npkts);
+		if (wqe_is_read_or_atomic(wqe)) {
+			comp_rewind(qp);
+			break;
+		}
+		if (wqe->state == WQE_SENT && psn_diff(upto, end) >= 0) {
+			comp_progress(qp, end);
+			uroce_comp_complete_tail(qp, IBV_WC_SUCCESS);
+			continue;
+		}
+		/* part of a long message */
+		comp_progress(qp, upto);
+		break;
+	}
+}
+
+static void comp_fail(struct uroce_qp *qp, enum ibv_wc_status status)
+{
+	if (qp->sq_tail != qp->sq_head)
+		uroce_comp_complete_tail(qp, status);
+	uroce_qp_to_error_locked(qp, false);
+}
+
+/* Copy a READ response payload into the WQE's scatter list at offset. */
+static void scatter(struct uroce_send_wqe *wqe, uint32_t offset,
+		    const uint8_t *data, uint32_t len)
+{
+	for (uint32_t i = 0; i < wqe->num_sge && len; i++) {
+		struct uroce_sge *s = &wqe->sge[i];
+
+		if (offset >= s->length) {
+			offset -= s->length;
+			continue;
+		}
+		uint32_t take = s->length - offset;
+		if (take > len)
+			take = len;
+		memcpy(s->addr + offset, data, take);
+		data += take;
+		len -= take;
+		offset = 0;
+	}
+}
+
+static void comp_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	struct uroce_send_wqe *wqe;
+	uint32_t idx, offset, expect;
+	bool first, last;
+
+	/* a response implies every earlier request was executed */
+	comp_ack_upto(qp, pkt->psn);
+	if (qp->sq_tail == qp->sq_head)
+		return;
+	wqe = &qp->sq[qp->sq_tail];
+	if (wqe->opcode != IBV_WR_RDMA_READ || wqe->state == WQE_POSTED)
+		return;
+	if (pkt->psn != qp->comp.psn) {
+		if (psn_diff(pkt->psn, qp->comp.psn) > 0)
+			comp_rewind(qp);	/* a response went missing */
+		else
+			STAT_INC(qp->nic, rx_duplicate);
+		return;
+	}
+	idx = psn_diff(pkt->psn, wqe->first_psn);
+	if (idx >= wqe->npkts)
+		return;
+	offset = idx * qp->mtu;
+	first = pkt->mask & OPM_FIRST;
+	last = pkt->mask & OPM_LAST;
+	expect = wqe->length - offset < qp->mtu ? wqe->length - offset : qp->mtu;
+	if (first != (idx == 0) || last != (idx == wqe->npkts - 1) ||
+	    pkt->paylen != expect) {
+		STAT_INC(qp->nic, rx_malformed);
+		return;
+	}
+	scatter(wqe, offset, pkt->payload, pkt->paylen);
+	comp_progress(qp, psn_add(pkt->psn, 1));
+	if (last) {
+		wqe->state = WQE_DONE;
+		uroce_comp_complete_tail(qp, IBV_WC_SUCCESS);
+	}
+}
+
+static void comp_atomic_ack(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	const struct ib_opcode_info *info = &ib_opcodes[pkt->opcode];
+	struct uroce_send_wqe *wqe;
+	uint64_t orig;
+
+	comp_ack_upto(qp, pkt->psn);
+	if (qp->sq_tail == qp->sq_head)
+		return;
+	wqe = &qp->sq[qp->sq_tail];
+	if (!wqe_is_read_or_atomic(wqe) || wqe->opcode == IBV_WR_RDMA_READ ||
+	    wqe->state == WQE_POSTED || pkt->psn != qp->comp.psn ||
+	    pkt->psn != wqe->first_psn) {
+		STAT_INC(qp->nic, rx_duplicate);
+		return;
+	}
+	/* the original value lands in host byte order, as on rxe */
+	orig = atmack_orig(pkt->bth + info->atmack);
+	memcpy(wqe->sge[0].addr, &orig, sizeof(orig));
+	comp_progress(qp, psn_add(pkt->psn, 1));
+	uroce_comp_complete_tail(qp, IBV_WC_SUCCESS);
+}
+
+static void comp_ack(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	const struct ib_opcode_info *info = &ib_opcodes[pkt->opcode];
+	uint8_t syn = aeth_syndrome(pkt->bth + info->aeth);
+
+	switch (syn & AETH_TYPE_MASK) {
+	case AETH_ACK:
+		comp_ack_upto(qp, psn_add(pkt->psn, 1));
+		break;
+	case AETH_RNR_NAK:
+		STAT_INC(qp->nic, rnr_naks_rcvd);
+		comp_ack_upto(qp, pkt->psn);
+		if (pkt->psn != qp->comp.psn)
+			break;
+		if (qp->comp.rnr_retry_left == 0) {
+			comp_fail(qp, IBV_WC_RNR_RETRY_EXC_ERR);
+			break;
+		}
+		if (qp->attr.rnr_retry != 7)	/* 7 means retry forever */
+			qp->comp.rnr_retry_left--;
+		uroce_req_rewind(qp, pkt->psn);
+		qp->comp.deadline = 0;
+		qp->req.rnr_until = uroce_now_ns() + uroce_rnr_timer_ns(syn & 0x1F);
+		uroce_nic_kick(qp->nic, qp->req.rnr_until);
+		break;
+	case AETH_NAK:
+		comp_ack_upto(qp, pkt->psn);
+		if (pkt->psn != qp->comp.psn)
+			break;
+		switch (syn & 0x1F) {
+		case AETH_NAK_PSN_SEQ:
+			STAT_INC(qp->nic, seq_naks_rcvd);
+			if (qp->comp.retry_left == 0) {
+				comp_fail(qp, IBV_WC_RETRY_EXC_ERR);
+				break;
+			}
+			qp->comp.retry_left--;
+			qp->comp.rewound = false;
+			comp_rewind(qp);
+			break;
+		case AETH_NAK_INVALID_REQ:
+			comp_fail(qp, IBV_WC_REM_INV_REQ_ERR);
+			break;
+		case AETH_NAK_REM_ACCESS:
+			comp_fail(qp, IBV_WC_REM_ACCESS_ERR);
+			break;
+		case AETH_NAK_INVALID_RD_REQ:
+			comp_fail(qp, IBV_WC_REM_INV_RD_REQ_ERR);
+			break;
+		default:
+			comp_fail(qp, IBV_WC_REM_OP_ERR);
+			break;
+		}
+		break;
+	default:
+		STAT_INC(qp->nic, rx_malformed);	/* reserved type */
+		break;
+	}
+}
+
+void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	enum ibv_qp_state state;
+
+	pthread_mutex_lock(&qp->sq_lock);
+	state = atomic_load(&qp->state);
+	if (state != IBV_QPS_RTS && state != IBV_QPS_SQD) {
+		STAT_INC(qp->nic, rx_bad_state);
+		goto out;
+	}
+	/* only PSNs we have sent and not yet had acknowledged are news */
+	if (psn_diff(pkt->psn, qp->req.psn) >= 0 ||
+	    psn_diff(pkt->psn, qp->comp.psn) < -1) {
+		STAT_INC(qp->nic, rx_out_of_window);
+		goto out;
+	}
+	switch (pkt->opcode & 0x1F) {
+	case IB_OP_ACK:
+		comp_ack(qp, pkt);
+		break;
+	case IB_OP_ATOMIC_ACK:
+		comp_atomic_ack(qp, pkt);
+		break;
+	default:
+		comp_read_resp(qp, pkt);
+		break;
+	}
+	if (atomic_load(&qp->state) != IBV_QPS_ERR)
+		uroce_req_progress(qp);
+out:
+	pthread_mutex_unlock(&qp->sq_lock);
+}
+
+void uroce_comp_timer(struct uroce_qp *qp, uint64_t now)
+{
+	if (atomic_load(&qp->state) == IBV_QPS_ERR)
+		return;
+	if (qp->req.rnr_until && now >= qp->req.rnr_until) {
+		qp->req.rnr_until = 0;
+		uroce_req_progress(qp);
+	}
+	if (!qp->comp.deadline || now < qp->comp.deadline)
+		return;
+	qp->comp.deadline = 0;
+	if (qp->comp.psn == qp->req.psn)
+		return;
+	STAT_INC(qp->nic, timeouts);
+	if (qp->comp.retry_left == 0) {
+		comp_fail(qp, IBV_WC_RETRY_EXC_ERR);
+		return;
+	}
+	qp->comp.retry_left--;
+	qp->comp.rewound = false;
+	comp_rewind(qp);
+	uroce_req_progress(qp);
+}

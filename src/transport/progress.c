@@ -1,0 +1,172 @@
+/*
+ * The progress engine: a background thread per process that plays the NIC.
+ * It receives and executes inbound packets (so one-sided operations complete
+ * while the target application calls no verb), sends ACKs, and runs the
+ * retransmission and RNR timers at microsecond resolution.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "transport/transport.h"
+
+/* While any timer is armed the engine wakes at least this often, so that a
+ * posting thread rarely needs to kick it (kicks cost a syscall each). */
+#define ENGINE_TIMER_TICK_NS 1000000ull
+/* Datagrams handled before the timers get a look, bounding their lateness. */
+#define ENGINE_RX_BUDGET 256
+
+static const uint32_t rnr_timer_us[32] = {
+	655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960,
+	1280, 1920, 2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720,
+	40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
+};
+
+uint64_t uroce_rnr_timer_ns(uint8_t code)
+{
+	return (uint64_t)rnr_timer_us[code & 31] * 1000;
+}
+
+uint64_t uroce_ack_timeout_ns(uint8_t timeout)
+{
+	if (timeout == 0)
+		return 0;
+	/* 4.096 us * 2^timeout */
+	return 4096ull << (timeout & 31);
+}
+
+static void engine_enter(struct uroce_nic *nic)
+{
+	atomic_fetch_add(&nic->engine_seq, 1);
+}
+
+static void engine_leave(struct uroce_nic *nic)
+{
+	atomic_fetch_add(&nic->engine_seq, 1);
+}
+
+static void engine_receive(struct uroce_nic *nic, struct uroce_rxpkt *pkts)
+{
+	int budget = ENGINE_RX_BUDGET;
+	int n;
+
+	while (budget > 0) {
+		n = nic->net->recv(nic, pkts, UROCE_RX_BATCH);
+		if (n <= 0)
+			break;
+		if (nic->faults.cfg.enabled)
+			n = uroce_faults_apply(&nic->faults, pkts, n, UROCE_RX_BATCH);
+		atomic_fetch_add_explicit(&nic->stats.rx_packets, n,
+					  memory_order_relaxed);
+		uroce_recv_batch(nic, pkts, n);
+		budget -= n;
+	}
+}
+
+/* Runs every QP's timers; returns the earliest deadline still armed. */
+static uint64_t engine_timers(struct uroce_nic *nic)
+{
+	uint64_t now = uroce_now_ns(), next = UINT64_MAX;
+	int n = atomic_load(&nic->num_live_qps);
+
+	for (int i = 0; i < n; i++) {
+		struct uroce_qp *qp = atomic_load(&nic->live_qps[i]);
+		uint64_t d;
+
+		if (!qp)
+			continue;
+		pthread_mutex_lock(&qp->sq_lock);
+		uroce_comp_timer(qp, now);
+		d = qp->comp.deadline;
+		if (qp->req.rnr_until && (!d || qp->req.rnr_until < d))
+			d = qp->req.rnr_until;
+		pthread_mutex_unlock(&qp->sq_lock);
+		if (d && d < next)
+			next = d;
+	}
+	return next;
+}
+
+static void *engine_main(void *arg)
+{
+	struct uroce_nic *nic = arg;
+	struct uroce_rxpkt pkts[UROCE_RX_BATCH];
+	struct pollfd pfd[8];
+	int nfds, fds[7];
+	uint64_t next = UINT64_MAX;
+	sigset_t all;
+
+	/* Signals belong to the application's threads. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+
+	nfds = nic->net->rx_fds(nic, fds, ARRAY_SIZE(fds));
+	for (int i = 0; i < nfds; i++)
+		pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
+	pfd[nfds] = (struct pollfd){ .fd = nic->wake_fd, .events = POLLIN };
+
+	while (!atomic_load(&nic->stop)) {
+		uint64_t now = uroce_now_ns(), sleep_until = next;
+		struct timespec ts, *tsp = NULL;
+
+		if (next != UINT64_MAX) {
+			if (sleep_until > now + ENGINE_TIMER_TICK_NS)
+				sleep_until = now + ENGINE_TIMER_TICK_NS;
+			uint64_t d = sleep_until > now ? sleep_until - now : 0;
+			ts.tv_sec = d / 1000000000ull;
+			ts.tv_nsec = d % 1000000000ull;
+			tsp = &ts;
+		}
+		atomic_store(&nic->engine_sleep_until, sleep_until);
+		ppoll(pfd, nfds + 1, tsp, NULL);
+
+		if (pfd[nfds].revents & POLLIN) {
+			uint64_t v;
+
+			if (read(nic->wake_fd, &v, sizeof(v)) < 0) {
+				/* EAGAIN: another read already consumed it */
+			}
+		}
+
+		pthread_mutex_lock(&nic->rx_lock);
+		engine_enter(nic);
+		engine_receive(nic, pkts);
+		/* From here a poster must kick us if it arms an earlier timer
+		 * than the one we are about to compute (see uroce_nic_kick). */
+		atomic_store(&nic->engine_sleep_until, UINT64_MAX);
+		next = engine_timers(nic);
+		engine_leave(nic);
+		pthread_mutex_unlock(&nic->rx_lock);
+	}
+	return NULL;
+}
+
+void uroce_engine_poll(struct uroce_nic *nic)
+{
+	struct uroce_rxpkt pkts[UROCE_RX_BATCH];
+
+	/* Whoever holds rx_lock is already receiving: nothing to add. */
+	if (pthread_mutex_trylock(&nic->rx_lock))
+		return;
+	engine_enter(nic);
+	engine_receive(nic, pkts);
+	engine_leave(nic);
+	pthread_mutex_unlock(&nic->rx_lock);
+}
+
+int uroce_engine_start(struct uroce_nic *nic)
+{
+	atomic_store(&nic->stop, false);
+	atomic_store(&nic->engine_sleep_until, UINT64_MAX);
+	return pthread_create(&nic->engine, NULL, engine_main, nic);
+}
+
+void uroce_engine_stop(struct uroce_nic *nic)
+{
+	atomic_store(&nic->stop, true);
+	uroce_nic_kick(nic, 0);
+	pthread_join(nic->engine, NULL);
+}

@@ -1,0 +1,139 @@
+/*
+ * Receive: every datagram is checked before any state is touched — length,
+ * opcode, header sizes, ICRC, destination QP, transport type, and that it
+ * comes from the peer the QP is connected to — then handed to the responder
+ * (requests) or the completer (responses).  Anything else is counted and
+ * dropped.
+ */
+#include <arpa/inet.h>
+
+#include "transport/hdr.h"
+#include "transport/icrc.h"
+#include "transport/opcode.h"
+#include "transport/transport.h"
+
+static const void *sockaddr_ip(const union uroce_sockaddr *sa)
+{
+	return sa->sa.sa_family == AF_INET ? (const void *)&sa->in4.sin_addr
+					   : (const void *)&sa->in6.sin6_addr;
+}
+
+static bool icrc_ok(struct uroce_rxpkt *rx)
+{
+	struct uroce_icrc_ip ip = {
+		.family = rx->src.sa.sa_family,
+		.src = sockaddr_ip(&rx->src),
+		.dst = sockaddr_ip(&rx->dst),
+		.sport = ntohs(rx->src.in4.sin_port),
+		.dport = ntohs(rx->dst.in4.sin_port),
+	};
+
+	return uroce_icrc_check(&ip, rx->data, rx->len, NULL);
+}
+
+/* The transport service an opcode belongs to must be the QP's. */
+static bool service_matches(const struct uroce_qp *qp, uint8_t opcode)
+{
+	switch (qp->ibqpx.qp_base.qp_type) {
+	case IBV_QPT_RC:
+		return (opcode & 0xE0) == IB_OPC_RC;
+	case IBV_QPT_UC:
+		return (opcode & 0xE0) == IB_OPC_UC;
+	case IBV_QPT_UD:
+		return (opcode & 0xE0) == IB_OPC_UD;
+	default:
+		return false;
+	}
+}
+
+static struct uroce_qp *parse(struct uroce_nic *nic, struct uroce_rxpkt *rx,
+			      struct uroce_pkt *pkt)
+{
+	const uint8_t *bth = rx->data;
+	const struct ib_opcode_info *info;
+	struct uroce_qp *qp;
+	uint32_t qpn, fixed;
+
+	if (rx->len < BTH_LEN + ICRC_LEN) {
+		STAT_INC(nic, rx_malformed);
+		return NULL;
+	}
+	info = &ib_opcodes[bth_opcode(bth)];
+	/* P_Key: only the default partition exists (low 15 bits all ones) */
+	if (!info->mask || bth_tver(bth) != 0 ||
+	    (bth_pkey(bth) & 0x7FFF) != 0x7FFF) {
+		STAT_INC(nic, rx_malformed);
+		return NULL;
+	}
+	fixed = info->hdr_len + bth_pad(bth) + ICRC_LEN;
+	if (rx->len < fixed ||
+	    (!(info->mask & OPM_PAYLOAD) && rx->len != fixed) ||
+	    (rx->len - fixed == 0 && bth_pad(bth) != 0)) {
+		STAT_INC(nic, rx_malformed);
+		return NULL;
+	}
+	if (!icrc_ok(rx)) {
+		STAT_INC(nic, rx_bad_icrc);
+		return NULL;
+	}
+
+	qpn = bth_qpn(bth);
+	if (qpn >> UROCE_QPN_SLOT_SHIFT != nic->slot) {
+		STAT_INC(nic, rx_unknown_qp);
+		return NULL;
+	}
+	qp = atomic_load(&nic->qps[qpn & UROCE_MAX_QP]);
+	if (!qp || qp->ibqpx.qp_base.qp_num != qpn) {
+		STAT_INC(nic, rx_unknown_qp);
+		return NULL;
+	}
+	if (!service_matches(qp, bth_opcode(bth))) {
+		STAT_INC(nic, rx_malformed);
+		return NULL;
+	}
+	/* Connected QPs accept packets only from their peer's address and
+	 * only on the address they were bound to (anti-spoofing). */
+	if (qp->ibqpx.qp_base.qp_type != IBV_QPT_UD &&
+	    (!uroce_sockaddr_same_ip(&rx->src, &qp->peer) ||
+	     !uroce_sockaddr_same_ip(&rx->dst, &qp->self))) {
+		STAT_INC(nic, rx_bad_source);
+		return NULL;
+	}
+
+	pkt->rx = rx;
+	pkt->bth = bth;
+	pkt->opcode = bth_opcode(bth);
+	pkt->mask = info->mask;
+	pkt->psn = bth_psn(bth);
+	pkt->payload = bth + info->hdr_len;
+	pkt->paylen = rx->len - fixed;
+	pkt->qp = qp;
+	return qp;
+}
+
+void uroce_recv_batch(struct uroce_nic *nic, struct uroce_rxpkt *pkts, int n)
+{
+	/* QPs that owe an ACK: sent once at the end of the batch, covering
+	 * every request of the batch (ACK coalescing). */
+	struct uroce_qp *owing[UROCE_RX_BATCH];
+	int nowing = 0;
+
+	for (int i = 0; i < n; i++) {
+		struct uroce_pkt pkt;
+		struct uroce_qp *qp = parse(nic, &pkts[i], &pkt);
+
+		if (!qp)
+			continue;
+		if (pkt.mask & OPM_REQ) {
+			bool owed = qp->resp.ack_pending;
+
+			uroce_resp_rx(qp, &pkt);
+			if (!owed && qp->resp.ack_pending && nowing < UROCE_RX_BATCH)
+				owing[nowing++] = qp;
+		} else {
+			uroce_comp_rx(qp, &pkt);
+		}
+	}
+	for (int i = 0; i < nowing; i++)
+		uroce_resp_flush_ack(owing[i]);
+}

@@ -1,0 +1,274 @@
+/*
+ * Requester: turns send WQEs into request packets (IBTA 9.4, 9.7.x).  Packets
+ * are never stored: a retransmission rebuilds them from the WQE, which stays
+ * on the send queue until the completer retires it (go-back-N).
+ */
+#include <string.h>
+
+#include "transport/hdr.h"
+#include "transport/opcode.h"
+#include "transport/transport.h"
+
+enum { REQ_TX_BATCH = 16 };
+
+static bool wqe_is_read_or_atomic(const struct uroce_send_wqe *wqe)
+{
+	return wqe->opcode == IBV_WR_RDMA_READ ||
+	       wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       wqe->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+static uint32_t pkts_for(uint32_t len, uint32_t mtu)
+{
+	return len ? (len + mtu - 1) / mtu : 1;
+}
+
+/* PSNs a WQE consumes: request packets, or READ response packets. */
+static uint32_t wqe_npkts(const struct uroce_qp *qp,
+			  const struct uroce_send_wqe *wqe)
+{
+	switch (wqe->opcode) {
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return 1;
+	default:
+		return pkts_for(wqe->length, qp->mtu);
+	}
+}
+
+static uint8_t send_opcode(const struct uroce_send_wqe *wqe, bool first,
+			   bool last)
+{
+	bool imm = wqe->opcode == IBV_WR_SEND_WITH_IMM ||
+		   wqe->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+	bool write = wqe->opcode == IBV_WR_RDMA_WRITE ||
+		     wqe->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+
+	if (first && last)
+		return write ? (imm ? IB_OP_WRITE_ONLY_IMM : IB_OP_WRITE_ONLY)
+			     : (imm ? IB_OP_SEND_ONLY_IMM : IB_OP_SEND_ONLY);
+	if (first)
+		return write ? IB_OP_WRITE_FIRST : IB_OP_SEND_FIRST;
+	if (last)
+		return write ? (imm ? IB_OP_WRITE_LAST_IMM : IB_OP_WRITE_LAST)
+			     : (imm ? IB_OP_SEND_LAST_IMM : IB_OP_SEND_LAST);
+	return write ? IB_OP_WRITE_MIDDLE : IB_OP_SEND_MIDDLE;
+}
+
+/* Point iovecs at [offset, offset+len) of the WQE's gather list. */
+static unsigned gather(struct iovec *iov, const struct uroce_send_wqe *wqe,
+		       uint32_t offset, uint32_t len)
+{
+	unsigned n = 0;
+
+	for (uint32_t i = 0; i < wqe->num_sge && len; i++) {
+		const struct uroce_sge *s = &wqe->sge[i];
+
+		if (offset >= s->length) {
+			offset -= s->length;
+			continue;
+		}
+		uint32_t take = s->length - offset;
+		if (take > len)
+			take = len;
+		iov[n].iov_base = s->addr + offset;
+		iov[n].iov_len = take;
+		n++;
+		len -= take;
+		offset = 0;
+	}
+	return n;
+}
+
+/* Finish a packet: headers are in p->hdr[0..hdr_len), payload iovecs at
+ * p->iov[1..), then pad + ICRC in the trailer. */
+static void finish_pkt(struct uroce_qp *qp, struct uroce_txpkt *p,
+		       unsigned hdr_len, unsigned npay, uint32_t paylen)
+{
+	unsigned pad = (4 - (paylen & 3)) & 3;
+
+	p->dst = &qp->peer;
+	p->src = &qp->self;
+	p->iov[0].iov_base = p->hdr;
+	p->iov[0].iov_len = hdr_len;
+	memset(p->trailer, 0, sizeof(p->trailer));
+	p->iov[1 + npay].iov_base = p->trailer;
+	p->iov[1 + npay].iov_len = pad + ICRC_LEN;
+	p->niov = npay + 2;
+	p->len = hdr_len + paylen + pad + ICRC_LEN;
+	p->hdr[1] |= pad << 4;
+}
+
+/* Build the packet at the requester's current position. */
+static void build_request(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
+			  struct uroce_txpkt *p, bool *last_out)
+{
+	uint32_t off = qp->req.offset;
+	uint32_t psn = qp->req.psn;
+	uint32_t dqpn = qp->attr.dest_qp_num;
+	uint16_t pkey = UROCE_DEFAULT_PKEY;
+	uint8_t *h = p->hdr;
+	unsigned hl = BTH_LEN, npay = 0;
+	uint32_t paylen = 0;
+	bool last, ackreq;
+
+	switch (wqe->opcode) {
+	case IBV_WR_RDMA_READ: {
+		/* One request for the rest of the message: a retransmission
+		 * from the middle asks only for what is missing. */
+		bth_init(h, IB_OPC_RC | IB_OP_READ_REQ, 0, 0, pkey, dqpn, 1, psn);
+		reth_set(h + hl, wqe->remote_addr + off, wqe->rkey,
+			 wqe->length - off);
+		hl += RETH_LEN;
+		last = true;
+		break;
+	}
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD: {
+		uint8_t op = wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ?
+			     IB_OP_CMP_SWAP : IB_OP_FETCH_ADD;
+		bth_init(h, IB_OPC_RC | op, 0, 0, pkey, dqpn, 1, psn);
+		atmeth_set(h + hl, wqe->remote_addr, wqe->rkey,
+			   op == IB_OP_CMP_SWAP ? wqe->swap : wqe->compare_add,
+			   op == IB_OP_CMP_SWAP ? wqe->compare_add : 0);
+		hl += ATMETH_LEN;
+		last = true;
+		break;
+	}
+	default: {
+		bool first = off == 0;
+		uint32_t left = wqe->length - off;
+		bool write = wqe->opcode == IBV_WR_RDMA_WRITE ||
+			     wqe->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+		uint8_t op;
+
+		paylen = left > qp->mtu ? qp->mtu : left;
+		last = paylen == left;
+		op = send_opcode(wqe, first, last);
+		ackreq = last || qp->req.since_ackreq + 1 >= UROCE_ACKREQ_EVERY;
+		bth_init(h, IB_OPC_RC | op, last && (wqe->send_flags & IBV_SEND_SOLICITED),
+			 0, pkey, dqpn, ackreq, psn);
+		if (first && write) {
+			reth_set(h + hl, wqe->remote_addr, wqe->rkey, wqe->length);
+			hl += RETH_LEN;
+		}
+		if (last && (wqe->opcode == IBV_WR_SEND_WITH_IMM ||
+			     wqe->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)) {
+			memcpy(h + hl, &wqe->imm, IMMDT_LEN);
+			hl += IMMDT_LEN;
+		}
+		npay = gather(&p->iov[1], wqe, off, paylen);
+		break;
+	}
+	}
+	finish_pkt(qp, p, hl, npay, paylen);
+	if (bth_ackreq(h))
+		qp->req.since_ackreq = 0;
+	else
+		qp->req.since_ackreq++;
+	*last_out = last;
+}
+
+static void arm_timer(struct uroce_qp *qp)
+{
+	uint64_t t = uroce_ack_timeout_ns(qp->attr.timeout);
+
+	if (!t || qp->comp.deadline)
+		return;
+	qp->comp.deadline = uroce_now_ns() + t;
+	uroce_nic_kick(qp->nic, qp->comp.deadline);
+}
+
+static void flush_batch(struct uroce_qp *qp, struct uroce_txpkt *pkts,
+			unsigned *n)
+{
+	if (!*n)
+		return;
+	uroce_xmit(qp, pkts, *n);
+	arm_timer(qp);
+	*n = 0;
+}
+
+void uroce_req_progress(struct uroce_qp *qp)
+{
+	struct uroce_txpkt pkts[REQ_TX_BATCH];
+	enum ibv_qp_state state = atomic_load(&qp->state);
+	unsigned n = 0;
+	uint32_t window = qp->nic->cfg->window;
+
+	if ((state != IBV_QPS_RTS && state != IBV_QPS_SQD) || qp->req.rnr_until)
+		return;
+
+	while (qp->sq_next != qp->sq_head) {
+		struct uroce_send_wqe *wqe = &qp->sq[qp->sq_next];
+		bool last;
+
+		if ((uint32_t)psn_diff(qp->req.psn, qp->comp.psn) >= window)
+			break;
+		if (wqe->state == WQE_POSTED) {
+			if (state == IBV_QPS_SQD)
+				break;	/* SQD: drain what was started only */
+			/* IBV_SEND_FENCE: wait for earlier READ/atomics */
+			if ((wqe->send_flags & IBV_SEND_FENCE) &&
+			    qp->req.rd_atomic_out)
+				break;
+			if (wqe_is_read_or_atomic(wqe)) {
+				if (qp->req.rd_atomic_out >= qp->attr.max_rd_atomic)
+					break;
+				qp->req.rd_atomic_out++;
+			}
+			wqe->first_psn = qp->req.psn;
+			wqe->npkts = wqe_npkts(qp, wqe);
+			wqe->state = WQE_SENDING;
+		}
+
+		build_request(qp, wqe, &pkts[n++], &last);
+		if (wqe_is_read_or_atomic(wqe)) {
+			/* the request consumes the PSNs of all its responses */
+			qp->req.psn = psn_add(wqe->first_psn, wqe->npkts);
+		} else {
+			qp->req.psn = psn_add(qp->req.psn, 1);
+			qp->req.offset += qp->mtu;
+		}
+		if (last) {
+			wqe->state = WQE_SENT;
+			qp->req.offset = 0;
+			qp->sq_next = (qp->sq_next + 1) % qp->sq_size;
+		}
+		if (n == REQ_TX_BATCH)
+			flush_batch(qp, pkts, &n);
+	}
+	flush_batch(qp, pkts, &n);
+}
+
+/* Go back to psn: every WQE from the one holding psn onwards is rebuilt
+ * (they keep their PSNs, being resent in the same order). */
+void uroce_req_rewind(struct uroce_qp *qp, uint32_t psn)
+{
+	for (uint32_t i = qp->sq_tail; i != qp->sq_head;
+	     i = (i + 1) % qp->sq_size) {
+		struct uroce_send_wqe *wqe = &qp->sq[i];
+		int32_t into;
+
+		if (wqe->state == WQE_POSTED)
+			break;
+		into = psn_diff(psn, wqe->first_psn);
+		if (into < 0 || (uint32_t)into >= wqe->npkts)
+			continue;
+		qp->sq_next = i;
+		qp->req.psn = psn;
+		qp->req.offset = (uint32_t)into * qp->mtu;
+		qp->req.since_ackreq = 0;
+		wqe->state = WQE_SENDING;
+		for (uint32_t j = (i + 1) % qp->sq_size; j != qp->sq_head;
+		     j = (j + 1) % qp->sq_size) {
+			if (qp->sq[j].state == WQE_POSTED)
+				break;
+			if (wqe_is_read_or_atomic(&qp->sq[j]))
+				qp->req.rd_atomic_out--;
+			qp->sq[j].state = WQE_POSTED;
+		}
+		STAT_INC(qp->nic, retransmits);
+		return;
+	}
+}

@@ -1,0 +1,510 @@
+/*
+ * Responder: executes inbound requests in PSN order (IBTA 9.7.x): places SEND
+ * payloads into receive WQEs, RDMA WRITEs into registered memory, answers
+ * READs and atomics, and acknowledges.  Runs in the engine under rx_lock.
+ */
+#include <string.h>
+
+#include "transport/hdr.h"
+#include "transport/opcode.h"
+#include "transport/transport.h"
+
+enum { RESP_TX_BATCH = 16 };
+
+/* ---- sending acknowledgements and responses ------------------------------ */
+
+static void resp_pkt_init(struct uroce_qp *qp, struct uroce_txpkt *p,
+			  unsigned hdr_len, unsigned npay, uint32_t paylen)
+{
+	unsigned pad = (4 - (paylen & 3)) & 3;
+
+	p->dst = &qp->peer;
+	p->src = &qp->self;
+	p->iov[0].iov_base = p->hdr;
+	p->iov[0].iov_len = hdr_len;
+	memset(p->trailer, 0, sizeof(p->trailer));
+	p->iov[1 + npay].iov_base = p->trailer;
+	p->iov[1 + npay].iov_len = pad + ICRC_LEN;
+	p->niov = npay + 2;
+	p->len = hdr_len + paylen + pad + ICRC_LEN;
+	p->hdr[1] |= pad << 4;
+}
+
+static void send_aeth(struct uroce_qp *qp, uint8_t syndrome, uint32_t psn)
+{
+	struct uroce_txpkt p;
+
+	bth_init(p.hdr, IB_OPC_RC | IB_OP_ACK, 0, 0, UROCE_DEFAULT_PKEY,
+		 qp->attr.dest_qp_num, 0, psn);
+	aeth_set(p.hdr + BTH_LEN, syndrome, qp->resp.msn);
+	resp_pkt_init(qp, &p, BTH_LEN + AETH_LEN, 0, 0);
+	uroce_xmit(qp, &p, 1);
+}
+
+static void send_atomic_ack(struct uroce_qp *qp, uint32_t psn, uint64_t orig)
+{
+	struct uroce_txpkt p;
+
+	bth_init(p.hdr, IB_OPC_RC | IB_OP_ATOMIC_ACK, 0, 0, UROCE_DEFAULT_PKEY,
+		 qp->attr.dest_qp_num, 0, psn);
+	aeth_set(p.hdr + BTH_LEN, AETH_ACK_UNLIMITED, qp->resp.msn);
+	atmack_set(p.hdr + BTH_LEN + AETH_LEN, orig);
+	resp_pkt_init(qp, &p, BTH_LEN + AETH_LEN + ATMACK_LEN, 0, 0);
+	uroce_xmit(qp, &p, 1);
+}
+
+/* READ responses for packets [from, res->npkts) of a saved request. */
+static void send_read_responses(struct uroce_qp *qp,
+				const struct uroce_resp_res *res,
+				const uint8_t *base, uint32_t from)
+{
+	struct uroce_txpkt pkts[RESP_TX_BATCH];
+	unsigned n = 0;
+
+	for (uint32_t i = from; i < res->npkts; i++) {
+		struct uroce_txpkt *p = &pkts[n++];
+		uint32_t off = i * qp->mtu;
+		uint32_t len = res->length - off < qp->mtu ? res->length - off
+							    : qp->mtu;
+		bool first = i == 0, last = i == res->npkts - 1;
+		uint8_t op = first && last ? IB_OP_READ_RESP_ONLY :
+			     first ? IB_OP_READ_RESP_FIRST :
+			     last ? IB_OP_READ_RESP_LAST : IB_OP_READ_RESP_MIDDLE;
+		unsigned hl = BTH_LEN;
+
+		bth_init(p->hdr, IB_OPC_RC | op, 0, 0, UROCE_DEFAULT_PKEY,
+			 qp->attr.dest_qp_num, 0, psn_add(res->first_psn, i));
+		if (ib_opcodes[IB_OPC_RC | op].mask & OPM_AETH) {
+			aeth_set(p->hdr + hl, AETH_ACK_UNLIMITED, qp->resp.msn);
+			hl += AETH_LEN;
+		}
+		p->iov[1].iov_base = (void *)(base + off);
+		p->iov[1].iov_len = len;
+		resp_pkt_init(qp, p, hl, len ? 1 : 0, len);
+		if (n == RESP_TX_BATCH) {
+			uroce_xmit(qp, pkts, n);
+			n = 0;
+		}
+	}
+	if (n)
+		uroce_xmit(qp, pkts, n);
+}
+
+void uroce_resp_flush_ack(struct uroce_qp *qp)
+{
+	if (!qp->resp.ack_pending)
+		return;
+	qp->resp.ack_pending = false;
+	send_aeth(qp, AETH_ACK_UNLIMITED, psn_add(qp->resp.psn, PSN_MASK));
+}
+
+/* ---- receive WQEs -------------------------------------------------------- */
+
+static struct uroce_rq *resp_rq(struct uroce_qp *qp)
+{
+	return qp->srq ? &qp->srq->rq : &qp->rq;
+}
+
+static bool resp_take_wqe(struct uroce_qp *qp)
+{
+	struct uroce_rq *rq = resp_rq(qp);
+	bool ok;
+
+	pthread_mutex_lock(&rq->lock);
+	ok = uroce_rq_pop(rq, &qp->resp.cur, qp->resp.cur_sge);
+	pthread_mutex_unlock(&rq->lock);
+	if (ok && qp->srq)
+		uroce_srq_check_limit(qp->srq);
+	qp->resp.cur_offset = 0;
+	return ok;
+}
+
+static void resp_complete_recv(struct uroce_qp *qp, enum ibv_wc_status status,
+			       enum ibv_wc_opcode opcode, uint32_t byte_len,
+			       const uint8_t *imm, bool solicited)
+{
+	struct ibv_wc wc = {
+		.wr_id = qp->resp.cur.wr_id,
+		.status = status,
+		.opcode = opcode,
+		.byte_len = byte_len,
+		.qp_num = qp->ibqpx.qp_base.qp_num,
+		.src_qp = qp->attr.dest_qp_num,
+	};
+
+	if (imm) {
+		memcpy(&wc.imm_data, imm, IMMDT_LEN);
+		wc.wc_flags |= IBV_WC_WITH_IMM;
+	}
+	uroce_cq_push(to_ucq(qp->ibqpx.qp_base.recv_cq), &wc, solicited);
+}
+
+void uroce_resp_flush(struct uroce_qp *qp)
+{
+	struct uroce_sge sges[UROCE_MAX_SGE];
+
+	if (qp->resp.in_send) {
+		qp->resp.in_send = false;
+		resp_complete_recv(qp, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0,
+				   NULL, false);
+	}
+	if (qp->srq)
+		return;	/* SRQ WQEs belong to every QP sharing it */
+	for (;;) {
+		bool ok;
+
+		pthread_mutex_lock(&qp->rq.lock);
+		ok = uroce_rq_pop(&qp->rq, &qp->resp.cur, sges);
+		pthread_mutex_unlock(&qp->rq.lock);
+		if (!ok)
+			break;
+		resp_complete_recv(qp, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0,
+				   NULL, false);
+	}
+}
+
+/* Copy payload into the current receive WQE; false if it does not fit. */
+static bool resp_place(struct uroce_qp *qp, const uint8_t *data, uint32_t len)
+{
+	struct uroce_recv_wqe *w = &qp->resp.cur;
+	uint32_t offset = qp->resp.cur_offset;
+
+	if (len > w->length - offset)
+		return false;
+	qp->resp.cur_offset += len;
+	for (uint32_t i = 0; i < w->num_sge && len; i++) {
+		struct uroce_sge *s = &w->sge[i];
+
+		if (offset >= s->length) {
+			offset -= s->length;
+			continue;
+		}
+		uint32_t take = s->length - offset;
+		if (take > len)
+			take = len;
+		memcpy(s->addr + offset, data, take);
+		data += take;
+		len -= take;
+		offset = 0;
+	}
+	return true;
+}
+
+/* ---- errors -------------------------------------------------------------- */
+
+static void resp_rnr(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	STAT_INC(qp->nic, rnr_naks_sent);
+	send_aeth(qp, AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1F), pkt->psn);
+}
+
+/* Class B/C errors (IBTA 9.9.3): NAK the request, then the QP is in error. */
+static void resp_fatal(struct uroce_qp *qp, struct uroce_pkt *pkt,
+		       enum aeth_nak_code code)
+{
+	struct ibv_async_event ev = { .element.qp = &qp->ibqpx.qp_base };
+
+	if (code == AETH_NAK_REM_ACCESS)
+		STAT_INC(qp->nic, access_errors);
+	send_aeth(qp, AETH_NAK | code, pkt->psn);
+	ev.event_type = code == AETH_NAK_REM_ACCESS ? IBV_EVENT_QP_ACCESS_ERR
+						    : IBV_EVENT_QP_REQ_ERR;
+	uroce_async_event(qp->ctx, &ev);
+	uroce_qp_to_error(qp, false);
+}
+
+/* rkey check (C9-88 ff.): key, PD, access on both the MR and the QP, bounds. */
+static uint8_t *resp_check_rkey(struct uroce_qp *qp, uint32_t rkey,
+				uint64_t va, uint32_t len, int access)
+{
+	struct uroce_mr *mr = uroce_mr_lookup(qp->nic, rkey);
+
+	if (!mr || &mr->pd->ibpd != qp->ibqpx.qp_base.pd ||
+	    !(mr->access & access) || !(qp->attr.qp_access_flags & access))
+		return NULL;
+	return uroce_mr_ptr(mr, va, len);
+}
+
+/* ---- request handlers ---------------------------------------------------- */
+
+static void resp_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	const struct ib_opcode_info *info = &ib_opcodes[pkt->opcode];
+	bool first = pkt->mask & OPM_FIRST, last = pkt->mask & OPM_LAST;
+
+	if (first && !resp_take_wqe(qp)) {
+		resp_rnr(qp, pkt);
+		return;
+	}
+	if (!resp_place(qp, pkt->payload, pkt->paylen)) {
+		qp->resp.in_send = false;
+		resp_complete_recv(qp, IBV_WC_LOC_LEN_ERR, IBV_WC_RECV,
+				   qp->resp.cur_offset, NULL, false);
+		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
+		return;
+	}
+	qp->resp.in_send = !last;
+	if (last) {
+		qp->resp.msn = (qp->resp.msn + 1) & 0xFFFFFF;
+		resp_complete_recv(qp, IBV_WC_SUCCESS, IBV_WC_RECV,
+				   qp->resp.cur_offset,
+				   info->immdt ? pkt->bth + info->immdt : NULL,
+				   bth_se(pkt->bth));
+	}
+	qp->resp.psn = psn_add(qp->resp.psn, 1);
+	if (bth_ackreq(pkt->bth))
+		qp->resp.ack_pending = true;
+}
+
+static void resp_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	const struct ib_opcode_info *info = &ib_opcodes[pkt->opcode];
+	bool first = pkt->mask & OPM_FIRST, last = pkt->mask & OPM_LAST;
+	const uint8_t *imm = info->immdt ? pkt->bth + info->immdt : NULL;
+
+	if (first) {
+		const uint8_t *reth = pkt->bth + info->reth;
+		uint32_t len = reth_len(reth);
+		uint8_t *dst = NULL;
+
+		if (len > UROCE_MAX_MSG_SZ) {		/* C9-94 */
+			resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
+			return;
+		}
+		/* a zero-length WRITE needs no valid R_Key (C9-88) */
+		if (len) {
+			dst = resp_check_rkey(qp, reth_rkey(reth), reth_va(reth),
+					      len, IBV_ACCESS_REMOTE_WRITE);
+			if (!dst) {
+				resp_fatal(qp, pkt, AETH_NAK_REM_ACCESS);
+				return;
+			}
+		}
+		qp->resp.write_ptr = dst;
+		qp->resp.write_left = len;
+		qp->resp.write_total = len;
+	}
+	/* FIRST/MIDDLE carry exactly one MTU; the message ends exactly at LAST */
+	if (pkt->paylen > qp->resp.write_left ||
+	    (!last && pkt->paylen != qp->mtu) ||
+	    (last && pkt->paylen != qp->resp.write_left)) {
+		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
+		return;
+	}
+	if (imm && !resp_take_wqe(qp)) {
+		resp_rnr(qp, pkt);
+		return;
+	}
+	if (pkt->paylen) {
+		/* The last byte goes last: pollers such as ib_write_lat watch
+		 * it to learn that the whole message has landed. */
+		uint32_t n = pkt->paylen;
+
+		memcpy(qp->resp.write_ptr, pkt->payload, n - 1);
+		atomic_thread_fence(memory_order_release);
+		((volatile uint8_t *)qp->resp.write_ptr)[n - 1] = pkt->payload[n - 1];
+		qp->resp.write_ptr += n;
+		qp->resp.write_left -= n;
+	}
+	qp->resp.in_write = !last;
+	if (last) {
+		qp->resp.msn = (qp->resp.msn + 1) & 0xFFFFFF;
+		if (imm)
+			resp_complete_recv(qp, IBV_WC_SUCCESS,
+					   IBV_WC_RECV_RDMA_WITH_IMM,
+					   qp->resp.write_total, imm,
+					   bth_se(pkt->bth));
+	}
+	qp->resp.psn = psn_add(qp->resp.psn, 1);
+	if (bth_ackreq(pkt->bth))
+		qp->resp.ack_pending = true;
+}
+
+static struct uroce_resp_res *resp_new_res(struct uroce_qp *qp)
+{
+	uint32_t n = qp->attr.max_dest_rd_atomic;
+	struct uroce_resp_res *res;
+
+	if (!n)
+		return NULL;
+	res = &qp->resp.res[qp->resp.res_next % n];
+	qp->resp.res_next = (qp->resp.res_next + 1) % n;
+	return res;
+}
+
+static void resp_read(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	const uint8_t *reth = pkt->bth + ib_opcodes[pkt->opcode].reth;
+	uint32_t len = reth_len(reth);
+	struct uroce_resp_res *res;
+	uint8_t *src = NULL;
+
+	if (len > UROCE_MAX_MSG_SZ) {
+		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
+		return;
+	}
+	if (len) {
+		src = resp_check_rkey(qp, reth_rkey(reth), reth_va(reth), len,
+				      IBV_ACCESS_REMOTE_READ);
+		if (!src) {
+			resp_fatal(qp, pkt, AETH_NAK_REM_ACCESS);
+			return;
+		}
+	}
+	res = resp_new_res(qp);
+	if (!res) {
+		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
+		return;
+	}
+	*res = (struct uroce_resp_res){
+		.opcode = pkt->opcode,
+		.first_psn = pkt->psn,
+		.npkts = len ? (len + qp->mtu - 1) / qp->mtu : 1,
+		.va = reth_va(reth),
+		.rkey = reth_rkey(reth),
+		.length = len,
+	};
+	/* the MSN counts a READ when it executes (C9-148) */
+	qp->resp.msn = (qp->resp.msn + 1) & 0xFFFFFF;
+	send_read_responses(qp, res, src, 0);
+	qp->resp.psn = psn_add(qp->resp.psn, res->npkts);
+}
+
+static void resp_atomic(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	const uint8_t *ae = pkt->bth + ib_opcodes[pkt->opcode].atmeth;
+	uint64_t va = atmeth_va(ae), orig;
+	struct uroce_resp_res *res;
+	uint64_t *target;
+
+	if (va & 7) {		/* atomics need a naturally aligned target */
+		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
+		return;
+	}
+	target = (uint64_t *)resp_check_rkey(qp, atmeth_rkey(ae), va, 8,
+					     IBV_ACCESS_REMOTE_ATOMIC);
+	if (!target) {
+		resp_fatal(qp, pkt, AETH_NAK_REM_ACCESS);
+		return;
+	}
+	res = resp_new_res(qp);
+	if (!res) {
+		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
+		return;
+	}
+	/* CPU atomics: atomic against every other atomic on this host,
+	 * including other uroce processes and the application itself. */
+	if ((pkt->opcode & 0x1F) == IB_OP_CMP_SWAP) {
+		orig = atmeth_compare(ae);
+		__atomic_compare_exchange_n(target, &orig, atmeth_swap_add(ae),
+					    false, __ATOMIC_SEQ_CST,
+					    __ATOMIC_SEQ_CST);
+	} else {
+		orig = __atomic_fetch_add(target, atmeth_swap_add(ae),
+					  __ATOMIC_SEQ_CST);
+	}
+	*res = (struct uroce_resp_res){
+		.opcode = pkt->opcode,
+		.first_psn = pkt->psn,
+		.npkts = 1,
+		.atomic_orig = orig,
+	};
+	qp->resp.msn = (qp->resp.msn + 1) & 0xFFFFFF;
+	send_atomic_ack(qp, pkt->psn, orig);
+	qp->resp.psn = psn_add(qp->resp.psn, 1);
+}
+
+/* A request we already executed (its response or ACK was lost). */
+static void resp_duplicate(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	STAT_INC(qp->nic, rx_duplicate);
+	if (pkt->mask & (OPM_SEND | OPM_WRITE)) {
+		/* C9-105: acknowledge again, with the latest PSN */
+		if (bth_ackreq(pkt->bth))
+			qp->resp.ack_pending = true;
+		return;
+	}
+	for (uint32_t i = 0; i < qp->attr.max_dest_rd_atomic; i++) {
+		struct uroce_resp_res *res = &qp->resp.res[i];
+		int32_t into = psn_diff(pkt->psn, res->first_psn);
+
+		if (res->opcode != pkt->opcode || into < 0 ||
+		    (uint32_t)into >= res->npkts)
+			continue;
+		if (pkt->mask & OPM_ATOMIC) {
+			/* never executed twice: answer from the saved value */
+			send_atomic_ack(qp, pkt->psn, res->atomic_orig);
+			return;
+		}
+		const uint8_t *src = NULL;
+		if (res->length) {
+			src = resp_check_rkey(qp, res->rkey, res->va, res->length,
+					      IBV_ACCESS_REMOTE_READ);
+			if (!src)
+				return;	/* deregistered since: stay silent */
+		}
+		send_read_responses(qp, res, src, into);
+		return;
+	}
+}
+
+/* Opcode sequence check: a message started with
+ * FIRST continues with MIDDLE/LAST of the same kind; nothing else may be
+ * interleaved. */
+static bool resp_sequence_ok(struct uroce_qp *qp, uint32_t mask)
+{
+	if (qp->resp.in_send)
+		return (mask & OPM_SEND) && !(mask & OPM_FIRST);
+	if (qp->resp.in_write)
+		return (mask & OPM_WRITE) && !(mask & OPM_FIRST);
+	return (mask & OPM_FIRST) || (mask & (OPM_READ | OPM_ATOMIC));
+}
+
+void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	enum ibv_qp_state state = atomic_load(&qp->state);
+	int32_t d;
+
+	if (state != IBV_QPS_RTR && state != IBV_QPS_RTS &&
+	    state != IBV_QPS_SQD) {
+		STAT_INC(qp->nic, rx_bad_state);
+		return;
+	}
+	d = psn_diff(pkt->psn, qp->resp.psn);
+	if (d > 0) {
+		/* a gap: one NAK, then silence until the gap closes */
+		STAT_INC(qp->nic, rx_out_of_window);
+		if (!qp->resp.nak_sent) {
+			qp->resp.nak_sent = true;
+			STAT_INC(qp->nic, seq_naks_sent);
+			send_aeth(qp, AETH_NAK | AETH_NAK_PSN_SEQ, qp->resp.psn);
+		}
+		return;
+	}
+	if (d < 0) {
+		resp_duplicate(qp, pkt);
+		return;
+	}
+	qp->resp.nak_sent = false;
+	if (!resp_sequence_ok(qp, pkt->mask)) {
+		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
+		return;
+	}
+	if ((pkt->mask & (OPM_FIRST | OPM_MIDDLE)) && !(pkt->mask & OPM_LAST) &&
+	    (pkt->mask & OPM_PAYLOAD) && pkt->paylen != qp->mtu) {
+		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
+		return;
+	}
+	if (pkt->paylen > qp->mtu) {
+		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
+		return;
+	}
+	if (pkt->mask & OPM_SEND)
+		resp_send(qp, pkt);
+	else if (pkt->mask & OPM_WRITE)
+		resp_write(qp, pkt);
+	else if (pkt->mask & OPM_READ)
+		resp_read(qp, pkt);
+	else
+		resp_atomic(qp, pkt);
+}

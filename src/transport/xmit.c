@@ -1,0 +1,46 @@
+/* The last step of every outgoing packet: ICRC, then the network backend. */
+#include <arpa/inet.h>
+
+#include "transport/hdr.h"
+#include "transport/icrc.h"
+#include "transport/transport.h"
+
+static const void *sockaddr_ip(const union uroce_sockaddr *sa)
+{
+	return sa->sa.sa_family == AF_INET ? (const void *)&sa->in4.sin_addr
+					   : (const void *)&sa->in6.sin6_addr;
+}
+
+/*
+ * The ICRC covers the IPv4 identification and flags, which the kernel fills
+ * in.  The backend sends from unconnected sockets with IP_PMTUDISC_DO, for
+ * which Linux emits DF with identification 0 (ip_select_ident), so that is
+ * what we compute over.
+ */
+int uroce_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n)
+{
+	struct uroce_nic *nic = qp->nic;
+	int sent;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct uroce_txpkt *p = &pkts[i];
+		struct iovec *tail = &p->iov[p->niov - 1];
+		size_t pad = tail->iov_len - ICRC_LEN;
+		struct uroce_icrc_ip ip = {
+			.family = p->dst->sa.sa_family,
+			.src = sockaddr_ip(p->src),
+			.dst = sockaddr_ip(p->dst),
+			.sport = qp->sport,
+			.dport = ntohs(p->dst->in4.sin_port),
+			.ip_id = 0,
+			.df = true,
+		};
+
+		tail->iov_len = pad;
+		uroce_icrc_put(p->trailer + pad,
+			       uroce_icrc_compute(&ip, p->iov, p->niov));
+		tail->iov_len = pad + ICRC_LEN;
+	}
+	sent = nic->net->xmit(nic, qp->tx, pkts, n);
+	return sent;
+}

@@ -1,0 +1,610 @@
+/*
+ * Queue pairs: create / modify / query / destroy, and the post verbs.  The
+ * requester runs inline in post_send (lowest latency: the posting thread
+ * sends the packets itself); the engine takes over when the window is full.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/hdr.h"
+#include "transport/transport.h"
+#include "verbs/ops.h"
+
+static uint16_t qp_sport(uint32_t qpn)
+{
+	/* 14-bit flow entropy from the QPN, so ECMP spreads QPs over paths */
+	uint32_t h = qpn * 0x9E3779B1u;
+
+	return UROCE_SPORT_BASE | (h >> 18);
+}
+
+static int qp_check_caps(const struct ibv_qp_init_attr_ex *a)
+{
+	const struct ibv_qp_cap *c = &a->cap;
+
+	if (c->max_send_wr > UROCE_MAX_QP_WR || c->max_send_sge > UROCE_MAX_SGE ||
+	    c->max_inline_data > UROCE_MAX_INLINE)
+		return EINVAL;
+	if (!a->srq && (c->max_recv_wr > UROCE_MAX_QP_WR ||
+			c->max_recv_sge > UROCE_MAX_SGE))
+		return EINVAL;
+	return 0;
+}
+
+static void qp_free(struct uroce_qp *qp)
+{
+	free(qp->sq);
+	free(qp->sq_sges);
+	free(qp->sq_inline);
+	free(qp->resp.res);
+	if (!qp->srq)
+		uroce_rq_destroy(&qp->rq);
+	pthread_mutex_destroy(&qp->sq_lock);
+	pthread_mutex_destroy(&qp->attr_lock);
+	free(qp);
+}
+
+static int qp_alloc_queues(struct uroce_qp *qp, struct ibv_qp_cap *cap)
+{
+	/* at least one SGE per slot so inline data has somewhere to point */
+	uint32_t sges = cap->max_send_sge ? cap->max_send_sge : 1;
+
+	qp->sq_size = cap->max_send_wr + 1;
+	qp->sq = calloc(qp->sq_size, sizeof(*qp->sq));
+	qp->sq_sges = calloc((size_t)qp->sq_size * sges, sizeof(*qp->sq_sges));
+	if (cap->max_inline_data)
+		qp->sq_inline = malloc((size_t)qp->sq_size * cap->max_inline_data);
+	qp->resp.res = calloc(UROCE_MAX_RD_ATOMIC, sizeof(*qp->resp.res));
+	if (!qp->sq || !qp->sq_sges || !qp->resp.res ||
+	    (cap->max_inline_data && !qp->sq_inline))
+		return ENOMEM;
+	for (uint32_t i = 0; i < qp->sq_size; i++)
+		qp->sq[i].sge = &qp->sq_sges[(size_t)i * sges];
+	if (!qp->srq)
+		return uroce_rq_init(&qp->rq, cap->max_recv_wr,
+				     cap->max_recv_sge);
+	return 0;
+}
+
+static int qp_publish(struct uroce_nic *nic, struct uroce_qp *qp)
+{
+	int err = ENOMEM;
+
+	pthread_mutex_lock(&nic->lock);
+	for (unsigned tries = 0; tries < UROCE_MAX_QP; tries++) {
+		unsigned idx = nic->next_qp_index;
+
+		nic->next_qp_index = idx % UROCE_MAX_QP + 1;
+		if (atomic_load(&nic->qps[idx]))
+			continue;
+		qp->index = idx;
+		qp->ibqpx.qp_base.qp_num =
+			nic->slot << UROCE_QPN_SLOT_SHIFT | idx;
+		atomic_store(&nic->qps[idx], qp);
+		int n = atomic_load(&nic->num_live_qps);
+		atomic_store(&nic->live_qps[n], qp);
+		atomic_store(&nic->num_live_qps, n + 1);
+		err = 0;
+		break;
+	}
+	pthread_mutex_unlock(&nic->lock);
+	return err;
+}
+
+static void qp_unpublish(struct uroce_nic *nic, struct uroce_qp *qp)
+{
+	pthread_mutex_lock(&nic->lock);
+	atomic_store(&nic->qps[qp->index], NULL);
+	int n = atomic_load(&nic->num_live_qps);
+	for (int i = 0; i < n; i++) {
+		if (atomic_load(&nic->live_qps[i]) == qp) {
+			atomic_store(&nic->live_qps[i],
+				     atomic_load(&nic->live_qps[n - 1]));
+			atomic_store(&nic->live_qps[n - 1], NULL);
+			atomic_store(&nic->num_live_qps, n - 1);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&nic->lock);
+	uroce_nic_quiesce(nic);
+}
+
+struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,
+				  struct ibv_qp_init_attr_ex *attr)
+{
+	struct uroce_context *ctx = to_uctx(ibctx);
+	struct uroce_qp *qp;
+	int err;
+
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (attr->comp_mask & ~IBV_QP_INIT_ATTR_PD) {
+		/* create flags, send-ops (ibv_wr_*), XRC, RSS: not yet */
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (attr->qp_type != IBV_QPT_RC) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (!attr->send_cq || !attr->recv_cq || attr->pd->context != ibctx ||
+	    attr->send_cq->context != ibctx || attr->recv_cq->context != ibctx) {
+		errno = EINVAL;
+		return NULL;
+	}
+	err = qp_check_caps(attr);
+	if (err) {
+		errno = err;
+		return NULL;
+	}
+
+	qp = calloc(1, sizeof(*qp));
+	if (!qp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_init(&qp->sq_lock, NULL);
+	pthread_mutex_init(&qp->attr_lock, NULL);
+	qp->nic = ctx->nic;
+	qp->ctx = ctx;
+	qp->tx = -1;
+	qp->srq = attr->srq ? to_usrq(attr->srq) : NULL;
+	if (qp->srq) {
+		attr->cap.max_recv_wr = 0;
+		attr->cap.max_recv_sge = 0;
+	}
+	err = qp_alloc_queues(qp, &attr->cap);
+	if (err)
+		goto fail;
+
+	struct ibv_qp *ibqp = &qp->ibqpx.qp_base;
+	ibqp->context = ibctx;
+	ibqp->qp_context = attr->qp_context;
+	ibqp->pd = attr->pd;
+	ibqp->send_cq = attr->send_cq;
+	ibqp->recv_cq = attr->recv_cq;
+	ibqp->srq = attr->srq;
+	ibqp->state = IBV_QPS_RESET;
+	ibqp->qp_type = attr->qp_type;
+	pthread_mutex_init(&ibqp->mutex, NULL);
+	pthread_cond_init(&ibqp->cond, NULL);
+	atomic_store(&qp->state, IBV_QPS_RESET);
+
+	qp->init.qp_context = attr->qp_context;
+	qp->init.send_cq = attr->send_cq;
+	qp->init.recv_cq = attr->recv_cq;
+	qp->init.srq = attr->srq;
+	qp->init.cap = attr->cap;
+	qp->init.qp_type = attr->qp_type;
+	qp->init.sq_sig_all = attr->sq_sig_all;
+	qp->attr.cap = attr->cap;
+	qp->attr.qp_state = IBV_QPS_RESET;
+	qp->attr.path_mtu = IBV_MTU_1024;
+
+	err = qp_publish(ctx->nic, qp);
+	if (err)
+		goto fail;
+	ibqp->handle = qp->index;
+	qp->sport = qp_sport(ibqp->qp_num);
+	return ibqp;
+fail:
+	qp_free(qp);
+	errno = err;
+	return NULL;
+}
+
+#undef ibv_create_qp
+UROCE_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
+					  struct ibv_qp_init_attr *attr)
+{
+	struct ibv_qp_init_attr_ex ex;
+	struct ibv_qp *qp;
+
+	if (!pd || !attr) {
+		errno = EINVAL;
+		return NULL;
+	}
+	memset(&ex, 0, sizeof(ex));
+	memcpy(&ex, attr, sizeof(*attr));
+	ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+	ex.pd = pd;
+	qp = uroce_create_qp_ex(pd->context, &ex);
+	if (qp)
+		attr->cap = ex.cap;
+	return qp;
+}
+
+/* Reset every queue and transport state (transition to RESET). */
+static void qp_reset(struct uroce_qp *qp)
+{
+	qp->sq_head = qp->sq_next = qp->sq_tail = 0;
+	memset(&qp->req, 0, sizeof(qp->req));
+	memset(&qp->comp, 0, sizeof(qp->comp));
+	if (!qp->srq) {
+		pthread_mutex_lock(&qp->rq.lock);
+		qp->rq.head = qp->rq.tail = 0;
+		pthread_mutex_unlock(&qp->rq.lock);
+	}
+	struct uroce_resp_res *res = qp->resp.res;
+	memset(&qp->resp, 0, sizeof(qp->resp));
+	memset(res, 0, UROCE_MAX_RD_ATOMIC * sizeof(*res));
+	qp->resp.res = res;
+}
+
+static int qp_check_attr(struct uroce_qp *qp, const struct ibv_qp_attr *a,
+			 int mask)
+{
+	struct uroce_nic *nic = qp->nic;
+
+	if ((mask & IBV_QP_PORT) && a->port_num != 1)
+		return EINVAL;
+	if ((mask & IBV_QP_PKEY_INDEX) && a->pkey_index >= UROCE_PKEY_TBL_LEN)
+		return EINVAL;
+	if ((mask & IBV_QP_PATH_MTU) &&
+	    (a->path_mtu < IBV_MTU_256 || a->path_mtu > nic->cfg->max_mtu))
+		return EINVAL;
+	if ((mask & IBV_QP_TIMEOUT) && a->timeout > 31)
+		return EINVAL;
+	if ((mask & IBV_QP_RETRY_CNT) && a->retry_cnt > 7)
+		return EINVAL;
+	if ((mask & IBV_QP_RNR_RETRY) && a->rnr_retry > 7)
+		return EINVAL;
+	if ((mask & IBV_QP_MIN_RNR_TIMER) && a->min_rnr_timer > 31)
+		return EINVAL;
+	if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) &&
+	    a->max_rd_atomic > UROCE_MAX_RD_ATOMIC)
+		return EINVAL;
+	if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) &&
+	    a->max_dest_rd_atomic > UROCE_MAX_RD_ATOMIC)
+		return EINVAL;
+	if ((mask & IBV_QP_DEST_QPN) && a->dest_qp_num > QPN_MASK)
+		return EINVAL;
+	if ((mask & IBV_QP_SQ_PSN) && a->sq_psn > PSN_MASK)
+		return EINVAL;
+	if ((mask & IBV_QP_RQ_PSN) && a->rq_psn > PSN_MASK)
+		return EINVAL;
+	if ((mask & IBV_QP_ACCESS_FLAGS) &&
+	    (a->qp_access_flags & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)))
+		return EINVAL;
+	if (mask & IBV_QP_AV) {
+		/* RoCE has no LIDs: the peer is named by its GID alone */
+		if (!a->ah_attr.is_global || a->ah_attr.port_num > 1 ||
+		    a->ah_attr.grh.sgid_index >= nic->num_gids)
+			return EINVAL;
+		union uroce_sockaddr peer;
+		uroce_gid_to_sockaddr(&a->ah_attr.grh.dgid, nic->cfg->udp_port,
+				      &peer);
+		union uroce_sockaddr self;
+		uroce_gid_to_sockaddr(&nic->gids[a->ah_attr.grh.sgid_index].gid,
+				      nic->cfg->udp_port, &self);
+		if (peer.sa.sa_family != self.sa.sa_family)
+			return EINVAL;
+	}
+	return 0;
+}
+
+static int qp_apply_av(struct uroce_qp *qp, const struct ibv_ah_attr *ah)
+{
+	struct uroce_nic *nic = qp->nic;
+	int tx;
+
+	uroce_gid_to_sockaddr(&ah->grh.dgid, nic->cfg->udp_port, &qp->peer);
+	uroce_gid_to_sockaddr(&nic->gids[ah->grh.sgid_index].gid,
+			      nic->cfg->udp_port, &qp->self);
+	if (qp->tx >= 0)
+		nic->net->tx_close(nic, qp->tx);
+	qp->tx = -1;
+	tx = nic->net->tx_open(nic, qp->self.sa.sa_family, qp->sport);
+	if (tx < 0)
+		return -tx;
+	qp->tx = tx;
+	return 0;
+}
+
+UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+			       int mask)
+{
+	struct uroce_qp *qp;
+	enum ibv_qp_state cur, next;
+	int err;
+
+	if (!ibqp || !attr)
+		return EINVAL;
+	qp = to_uqp(ibqp);
+	pthread_mutex_lock(&qp->attr_lock);
+	cur = atomic_load(&qp->state);
+	if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != cur) {
+		err = EINVAL;
+		goto out;
+	}
+	next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
+	if (!uroce_qp_transition_ok(ibqp->qp_type, cur, next,
+				    mask | IBV_QP_STATE)) {
+		err = EINVAL;
+		goto out;
+	}
+	err = qp_check_attr(qp, attr, mask);
+	if (err)
+		goto out;
+	if (mask & IBV_QP_AV) {
+		err = qp_apply_av(qp, &attr->ah_attr);
+		if (err)
+			goto out;
+		qp->attr.ah_attr = attr->ah_attr;
+	}
+
+	/* The responder runs under rx_lock and the requester under sq_lock:
+	 * hold both while their state changes under them. */
+	pthread_mutex_lock(&qp->nic->rx_lock);
+	pthread_mutex_lock(&qp->sq_lock);
+
+#define COPY(bit, field) if (mask & (bit)) qp->attr.field = attr->field
+	COPY(IBV_QP_PKEY_INDEX, pkey_index);
+	COPY(IBV_QP_PORT, port_num);
+	COPY(IBV_QP_ACCESS_FLAGS, qp_access_flags);
+	COPY(IBV_QP_QKEY, qkey);
+	COPY(IBV_QP_PATH_MTU, path_mtu);
+	COPY(IBV_QP_TIMEOUT, timeout);
+	COPY(IBV_QP_RETRY_CNT, retry_cnt);
+	COPY(IBV_QP_RNR_RETRY, rnr_retry);
+	COPY(IBV_QP_RQ_PSN, rq_psn);
+	COPY(IBV_QP_MAX_QP_RD_ATOMIC, max_rd_atomic);
+	COPY(IBV_QP_MIN_RNR_TIMER, min_rnr_timer);
+	COPY(IBV_QP_SQ_PSN, sq_psn);
+	COPY(IBV_QP_MAX_DEST_RD_ATOMIC, max_dest_rd_atomic);
+	COPY(IBV_QP_PATH_MIG_STATE, path_mig_state);
+	COPY(IBV_QP_DEST_QPN, dest_qp_num);
+	COPY(IBV_QP_EN_SQD_ASYNC_NOTIFY, en_sqd_async_notify);
+#undef COPY
+	if (mask & IBV_QP_PATH_MTU)
+		qp->mtu = 128u << attr->path_mtu;
+	if (mask & IBV_QP_RQ_PSN)
+		qp->resp.psn = attr->rq_psn;
+	if (mask & IBV_QP_SQ_PSN) {
+		qp->req.psn = attr->sq_psn;
+		qp->comp.psn = attr->sq_psn;
+	}
+	if (mask & IBV_QP_RETRY_CNT)
+		qp->comp.retry_left = attr->retry_cnt;
+	if (mask & IBV_QP_RNR_RETRY)
+		qp->comp.rnr_retry_left = attr->rnr_retry;
+
+	if (next == IBV_QPS_RESET && cur != IBV_QPS_RESET)
+		qp_reset(qp);
+	qp->attr.qp_state = next;
+	qp->attr.cur_qp_state = next;
+	atomic_store(&qp->state, next);
+	ibqp->state = next;
+	if (next == IBV_QPS_RTS)
+		uroce_req_progress(qp);
+
+	pthread_mutex_unlock(&qp->sq_lock);
+	pthread_mutex_unlock(&qp->nic->rx_lock);
+
+	if (next == IBV_QPS_ERR && cur != IBV_QPS_ERR)
+		uroce_qp_to_error(qp, false);
+out:
+	pthread_mutex_unlock(&qp->attr_lock);
+	return err;
+}
+
+UROCE_EXPORT int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+			      int mask, struct ibv_qp_init_attr *init)
+{
+	struct uroce_qp *qp;
+
+	(void)mask;	/* every attribute is cheap to report */
+	if (!ibqp || !attr || !init)
+		return EINVAL;
+	qp = to_uqp(ibqp);
+	pthread_mutex_lock(&qp->attr_lock);
+	*attr = qp->attr;
+	attr->qp_state = atomic_load(&qp->state);
+	attr->cur_qp_state = attr->qp_state;
+	attr->sq_draining = 0;
+	*init = qp->init;
+	pthread_mutex_unlock(&qp->attr_lock);
+	return 0;
+}
+
+UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
+{
+	struct uroce_qp *qp;
+	struct uroce_nic *nic;
+
+	if (!ibqp)
+		return EINVAL;
+	qp = to_uqp(ibqp);
+	nic = qp->nic;
+	qp_unpublish(nic, qp);
+	if (qp->tx >= 0)
+		nic->net->tx_close(nic, qp->tx);
+	pthread_mutex_destroy(&ibqp->mutex);
+	pthread_cond_destroy(&ibqp->cond);
+	qp_free(qp);
+	return 0;
+}
+
+UROCE_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
+{
+	/* Only QPs created with send-ops flags have the ibv_wr_* API, and we
+	 * do not create those yet. */
+	(void)qp;
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
+/* Move to ERR and flush both queues (IBTA 10.3.1: outstanding WRs complete
+ * with IBV_WC_WR_FLUSH_ERR).  Caller holds sq_lock. */
+void uroce_qp_to_error_locked(struct uroce_qp *qp, bool async_event)
+{
+	enum ibv_qp_state prev = atomic_exchange(&qp->state, IBV_QPS_ERR);
+
+	qp->ibqpx.qp_base.state = IBV_QPS_ERR;
+	qp->attr.qp_state = IBV_QPS_ERR;
+	qp->comp.deadline = 0;
+	qp->req.rnr_until = 0;
+	uroce_comp_flush(qp);
+	uroce_resp_flush(qp);
+	if (async_event && prev != IBV_QPS_ERR) {
+		struct ibv_async_event ev = {
+			.element.qp = &qp->ibqpx.qp_base,
+			.event_type = IBV_EVENT_QP_FATAL,
+		};
+		uroce_async_event(qp->ctx, &ev);
+	}
+}
+
+void uroce_qp_to_error(struct uroce_qp *qp, bool async_event)
+{
+	pthread_mutex_lock(&qp->sq_lock);
+	uroce_qp_to_error_locked(qp, async_event);
+	pthread_mutex_unlock(&qp->sq_lock);
+}
+
+/* ---- posting ------------------------------------------------------------- */
+
+static bool opcode_ok_for_rc(enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static int fill_inline(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
+		       uint32_t slot, const struct ibv_send_wr *wr)
+{
+	uint8_t *buf = qp->sq_inline + (size_t)slot * qp->init.cap.max_inline_data;
+	uint32_t total = 0;
+
+	for (int i = 0; i < wr->num_sge; i++) {
+		uint32_t len = wr->sg_list[i].length;
+
+		if (len > qp->init.cap.max_inline_data - total)
+			return EINVAL;
+		memcpy(buf + total, (void *)(uintptr_t)wr->sg_list[i].addr, len);
+		total += len;
+	}
+	wqe->num_sge = 1;
+	wqe->sge[0].addr = buf;
+	wqe->sge[0].length = total;
+	wqe->length = total;
+	return 0;
+}
+
+static int build_send_wqe(struct uroce_qp *qp, uint32_t slot,
+			  const struct ibv_send_wr *wr)
+{
+	struct uroce_send_wqe *wqe = &qp->sq[slot];
+	bool is_read = wr->opcode == IBV_WR_RDMA_READ;
+	bool is_atomic = wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+			 wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+	int err;
+
+	if (!opcode_ok_for_rc(wr->opcode))
+		return EINVAL;
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->init.cap.max_send_sge)
+		return EINVAL;
+	if (wr->send_flags & ~(IBV_SEND_FENCE | IBV_SEND_SIGNALED |
+			       IBV_SEND_SOLICITED | IBV_SEND_INLINE))
+		return EINVAL;
+
+	wqe->wr_id = wr->wr_id;
+	wqe->opcode = wr->opcode;
+	wqe->send_flags = wr->send_flags;
+	wqe->imm = wr->imm_data;
+	wqe->state = WQE_POSTED;
+	wqe->status = IBV_WC_SUCCESS;
+	if (is_atomic) {
+		wqe->remote_addr = wr->wr.atomic.remote_addr;
+		wqe->rkey = wr->wr.atomic.rkey;
+		wqe->compare_add = wr->wr.atomic.compare_add;
+		wqe->swap = wr->wr.atomic.swap;
+	} else {
+		wqe->remote_addr = wr->wr.rdma.remote_addr;
+		wqe->rkey = wr->wr.rdma.rkey;
+	}
+
+	if ((wr->send_flags & IBV_SEND_INLINE) && !is_read && !is_atomic)
+		err = fill_inline(qp, wqe, slot, wr);
+	else {
+		err = uroce_resolve_sges(qp->nic, to_upd(qp->ibqpx.qp_base.pd),
+					 wr->sg_list, wr->num_sge,
+					 is_read || is_atomic, wqe->sge,
+					 &wqe->length);
+		wqe->num_sge = wr->num_sge;
+	}
+	if (err)
+		return err;
+	if (wqe->length > UROCE_MAX_MSG_SZ)
+		return EINVAL;
+	if (is_atomic && (wqe->num_sge != 1 || wqe->length < 8))
+		return EINVAL;
+	if (is_atomic)
+		wqe->length = 8;
+	return 0;
+}
+
+int uroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		    struct ibv_send_wr **bad_wr)
+{
+	struct uroce_qp *qp = to_uqp(ibqp);
+	enum ibv_qp_state state = atomic_load(&qp->state);
+	int err = 0;
+
+	if (state == IBV_QPS_RESET || state == IBV_QPS_INIT ||
+	    state == IBV_QPS_RTR) {
+		*bad_wr = wr;
+		return EINVAL;
+	}
+	pthread_mutex_lock(&qp->sq_lock);
+	for (; wr; wr = wr->next) {
+		uint32_t next = (qp->sq_head + 1) % qp->sq_size;
+
+		if (next == qp->sq_tail) {
+			err = ENOMEM;
+			break;
+		}
+		err = build_send_wqe(qp, qp->sq_head, wr);
+		if (err)
+			break;
+		qp->sq_head = next;
+	}
+	if (err)
+		*bad_wr = wr;
+	if (atomic_load(&qp->state) == IBV_QPS_ERR)
+		uroce_comp_flush(qp);
+	else
+		uroce_req_progress(qp);
+	pthread_mutex_unlock(&qp->sq_lock);
+	return err;
+}
+
+int uroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+		    struct ibv_recv_wr **bad_wr)
+{
+	struct uroce_qp *qp = to_uqp(ibqp);
+	int err;
+
+	if (qp->srq || atomic_load(&qp->state) == IBV_QPS_RESET) {
+		*bad_wr = wr;
+		return EINVAL;
+	}
+	err = uroce_rq_post(qp->nic, to_upd(ibqp->pd), &qp->rq, wr, bad_wr);
+	if (atomic_load(&qp->state) == IBV_QPS_ERR)
+		uroce_resp_flush(qp);
+	return err;
+}

@@ -17,14 +17,6 @@
 static pthread_mutex_t nic_global_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct uroce_nic *the_nic;
 
-uint64_t uroce_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
 static void nic_free(struct uroce_nic *nic)
 {
 	if (nic->wake_fd >= 0)

@@ -125,16 +125,22 @@ extern const struct uroce_net_ops uroce_net_udp;
 struct uroce_faults {
 	struct uroce_faults_cfg cfg;
 	uint64_t rng;
-	/* a held-back datagram for reorder, and a copy for duplicates */
+	/* The datagram held back for reorder.  When a batch ends with it still
+	 * held it is copied out of the backend's buffer, alternating between
+	 * two buffers so the copy never overwrites one released into the batch
+	 * being returned.  Duplicates share the original's buffer: receivers
+	 * only read it. */
 	bool held_valid;
+	unsigned held_slot;		/* held_buf used by the last copy */
 	struct uroce_rxpkt held;
-	uint8_t held_buf[UROCE_RX_BUF];
-	uint8_t dup_buf[UROCE_RX_BUF];
+	uint8_t held_buf[2][UROCE_RX_BUF];
 };
 
 void uroce_faults_init(struct uroce_faults *f, const struct uroce_faults_cfg *cfg);
 /* Applies drop/dup/reorder to a received batch in place; returns new count
- * (<= max).  Deterministic for a given seed and arrival sequence. */
+ * (<= max).  Deterministic for a given seed and sequence of calls.  f must be
+ * the faults member of a struct uroce_nic: the faults are counted in its
+ * stats. */
 int uroce_faults_apply(struct uroce_faults *f, struct uroce_rxpkt *pkts,
 		       int n, int max);
 
@@ -146,7 +152,7 @@ int uroce_faults_apply(struct uroce_faults *f, struct uroce_rxpkt *pkts,
 	X(rx_duplicate) X(rx_forwarded) X(rx_forward_failed) X(tx_errors)      \
 	X(retransmits) X(timeouts) X(rnr_naks_sent) X(rnr_naks_rcvd)           \
 	X(seq_naks_sent) X(seq_naks_rcvd) X(fault_drops) X(fault_dups)         \
-	X(fault_reorders) X(access_errors)
+	X(fault_reorders) X(access_errors) X(rx_errors)
 
 struct uroce_stats {
 #define UROCE_STAT_FIELD(n) atomic_ulong n;
@@ -197,7 +203,6 @@ struct uroce_nic {
 
 	struct uroce_faults faults;	/* guarded by rx_lock */
 	struct uroce_stats stats;
-	uint8_t node_guid[8];
 };
 
 /* Take / release the process NIC (created on first open_device). */
@@ -226,6 +231,7 @@ struct uroce_context {
 
 struct uroce_pd {
 	struct ibv_pd ibpd;
+	atomic_uint use_cnt;		/* MRs, QPs, AHs, SRQs: dealloc is EBUSY */
 };
 
 struct uroce_mr {
@@ -239,6 +245,10 @@ struct uroce_mr {
 struct uroce_comp_channel {
 	struct ibv_comp_channel ibch;
 	int wfd;			/* write end of the pipe ibch.fd reads */
+	/* CQs with an event not yet handed out, oldest first, linked through
+	 * ev_next; the pipe holds a token while the list is non-empty. */
+	pthread_mutex_t lock;
+	struct uroce_cq *ev_head, *ev_tail;
 };
 
 struct uroce_cq {
@@ -249,6 +259,11 @@ struct uroce_cq {
 	uint32_t head, tail;		/* produce at head, consume at tail */
 	int armed;			/* 0, or 1 = next, 2 = solicited only */
 	bool overflow;
+	atomic_uint use_cnt;		/* QPs / SRQs using it: destroy is EBUSY */
+	/* completion channel state, guarded by the channel's lock */
+	struct uroce_cq *ev_next;
+	bool ev_queued;
+	uint32_t comp_events_reported;	/* handed out by ibv_get_cq_event */
 };
 
 struct uroce_ah {
@@ -283,7 +298,9 @@ struct uroce_rq {
 struct uroce_srq {
 	struct ibv_srq ibsrq;
 	struct uroce_rq rq;
-	uint32_t limit;			/* armed limit for IBV_EVENT_SRQ_LIMIT_REACHED */
+	uint32_t limit;			/* armed limit for IBV_EVENT_SRQ_LIMIT_REACHED
+					 * (0 = disarmed); guarded by rq.lock */
+	atomic_uint use_cnt;		/* QPs using it: destroy is EBUSY */
 };
 
 /* Requester progress of one send WQE. */
@@ -390,7 +407,6 @@ struct uroce_qp {
 		struct uroce_resp_res *res;	/* max_dest_rd_atomic entries */
 		uint32_t res_count, res_next;
 	} resp;
-	struct uroce_qp *ack_next;	/* engine's list of QPs owing an ACK */
 };
 
 static inline struct uroce_qp *to_uqp(struct ibv_qp *qp)
@@ -452,6 +468,10 @@ int uroce_rq_post(struct uroce_nic *nic, struct uroce_pd *pd, struct uroce_rq *r
  * holds rq->lock.  false when empty. */
 bool uroce_rq_pop(struct uroce_rq *rq, struct uroce_recv_wqe *out,
 		  struct uroce_sge *sge_store);
+/* After popping from an SRQ (rq.lock not held): raises
+ * IBV_EVENT_SRQ_LIMIT_REACHED once, and disarms, when fewer WQEs than the
+ * armed limit remain. */
+void uroce_srq_check_limit(struct uroce_srq *srq);
 
 /* Reported in query_device and enforced by create_*. */
 void uroce_fill_device_attr(const struct uroce_nic *nic, struct ibv_device_attr *attr);

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Prepares a fresh Debian 12 machine: installs what uroce needs to build and
+# test (and the stock verbs tools to run over it), then builds into ./build.
+# apt-get needs root:  sudo scripts/setup.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "setup.sh installs packages with apt-get; run it as root: sudo $0" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+apt-get install -y build-essential cmake pkg-config libibverbs-dev libisal-dev \
+	libcmocka-dev ibverbs-utils perftest rdmacm-utils
+
+# Build as the user who ran sudo, so that ./build stays theirs and
+# scripts/demo.sh and scripts/test.sh can rebuild it without root.
+as_user() {
+	if [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
+		sudo -u "$SUDO_USER" -- "$@"
+	else
+		"$@"
+	fi
+}
+as_user cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+as_user cmake --build build -j "$(nproc)"

@@ -1,0 +1,738 @@
+/*
+ * RoCEv2 over the kernel's UDP sockets.
+ *
+ * Every uroce process of a user is its own NIC, yet all of them must receive
+ * on the one RoCEv2 port.  They share it with SO_REUSEPORT; the kernel hands
+ * each datagram to some member of the group by a hash of its addresses, so a
+ * process that gets a datagram for a QP of another process (the QPN's slot
+ * bits name the owner) forwards it over an AF_UNIX datagram socket bound to
+ * an abstract name derived from the owner's slot.
+ *
+ * Transmission uses one socket per QP, bound to the QP's RoCEv2 source port,
+ * sending with an explicit source address so that the IP header matches the
+ * one the transport computed the ICRC over.
+ */
+#include <errno.h>
+#include <linux/filter.h>
+#include <netinet/udp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "uroce.h"
+
+enum {
+	BTH_BYTES = 12,		/* shortest datagram that has a DestQP */
+	SOCK_BUF = 4 << 20,	/* socket buffers; the kernel caps at [rw]mem_max */
+	TX_CHUNK = 256,		/* tx handles per lazily allocated table chunk */
+	TX_MAX = UROCE_MAX_QP + 1,	/* one endpoint per QP at most */
+	TX_CHUNKS = TX_MAX / TX_CHUNK,
+	TX_RETRIES = 20,	/* EAGAIN/ENOBUFS: ~1 ms before giving up */
+	TX_RETRY_NS = 50000,
+	FWD_MAGIC = 0x75524f46,	/* catches a peer of another uroce build */
+	RX_CTRL = 128,		/* pktinfo + tos, or credentials */
+};
+
+/* Prefixed to a datagram forwarded to the process that owns its QP: what
+ * that process would have learnt had the kernel delivered it there. */
+union fwd_addr {
+	struct sockaddr sa;
+	struct sockaddr_in in4;
+	struct sockaddr_in6 in6;
+};
+
+struct fwd_hdr {
+	uint32_t magic;
+	uint8_t tos;
+	uint8_t pad[3];
+	union fwd_addr src, dst;
+};
+
+/* A receive buffer holds a forwarding header followed by a UDP payload, so
+ * that datagrams from either kind of socket end up with their payload at the
+ * same offset. */
+enum { RX_STRIDE = sizeof(struct fwd_hdr) + UROCE_RX_BUF };
+
+struct tx_chunk {
+	atomic_int fd[TX_CHUNK];	/* -1 = free */
+};
+
+struct udp_priv {
+	int fd4, fd6, fdu;		/* -1 when absent */
+	uid_t uid;
+	uint16_t port;
+	unsigned rr;			/* rotates the fd read first */
+
+	/* Handle -> socket.  Chunks are never freed before close, so xmit
+	 * looks up without the lock while tx_open grows the table. */
+	pthread_mutex_t tx_lock;
+	unsigned tx_hint;
+	_Atomic(struct tx_chunk *) tx[TX_CHUNKS];
+
+	/* recvmmsg state, used only by the single receiver (rx_lock) */
+	struct mmsghdr msg[UROCE_RX_BATCH];
+	struct iovec iov[UROCE_RX_BATCH];
+	union uroce_sockaddr name[UROCE_RX_BATCH];
+	union {
+		uint8_t buf[RX_CTRL];
+		struct cmsghdr align;
+	} ctrl[UROCE_RX_BATCH];
+	uint8_t buf[UROCE_RX_BATCH][RX_STRIDE];
+};
+
+static int setopt(int fd, int level, int name, int val)
+{
+	return setsockopt(fd, level, name, &val, sizeof(val)) ? -errno : 0;
+}
+
+static socklen_t addr_len(int family)
+{
+	return family == AF_INET ? sizeof(struct sockaddr_in)
+				 : sizeof(struct sockaddr_in6);
+}
+
+/* The wildcard address of a family with the given port. */
+static socklen_t any_addr(union uroce_sockaddr *a, int family, uint16_t port)
+{
+	memset(a, 0, sizeof(*a));
+	a->sa.sa_family = family;
+	if (family == AF_INET)
+		a->in4.sin_port = htons(port);
+	else
+		a->in6.sin6_port = htons(port);
+	return addr_len(family);
+}
+
+/* "\0uroce.<port>.<uid>.<slot>": abstract, so the kernel keeps the names
+ * unique and releases them when the owner exits. */
+static socklen_t slot_name(struct sockaddr_un *un, uint16_t port, uid_t uid,
+			   unsigned slot)
+{
+	int len;
+
+	memset(un, 0, sizeof(*un));
+	un->sun_family = AF_UNIX;
+	len = snprintf(un->sun_path + 1, sizeof(un->sun_path) - 1,
+		       "uroce.%u.%u.%u", port, (unsigned)uid, slot);
+	return offsetof(struct sockaddr_un, sun_path) + 1 + len;
+}
+
+static int rx_socket(int family, uint16_t port, int *out)
+{
+	union uroce_sockaddr a;
+	socklen_t alen = any_addr(&a, family, port);
+	int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int err;
+
+	if (fd < 0)
+		return -errno;
+	err = setopt(fd, SOL_SOCKET, SO_REUSEPORT, 1);
+	if (!err)
+		err = setopt(fd, SOL_SOCKET, SO_RCVBUF, SOCK_BUF);
+	if (family == AF_INET) {
+		if (!err)
+			err = setopt(fd, IPPROTO_IP, IP_PKTINFO, 1);
+		if (!err)
+			err = setopt(fd, IPPROTO_IP, IP_RECVTOS, 1);
+	} else {
+		if (!err)
+			err = setopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
+		if (!err)
+			err = setopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1);
+		if (!err)
+			err = setopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, 1);
+		/* rxe and RoCE hardware send a zero UDP checksum over IPv6
+		 * too; the ICRC protects the packet instead. */
+		if (!err)
+			err = setopt(fd, IPPROTO_UDP, UDP_NO_CHECK6_RX, 1);
+	}
+	if (!err && bind(fd, &a.sa, alen))
+		err = -errno;
+	if (err) {
+		close(fd);
+		return err;
+	}
+	*out = fd;
+	return 0;
+}
+
+/* Claim a free slot by binding its abstract name.  Starting at a
+ * pseudo-random slot keeps a restarted process from reusing the QPNs its
+ * predecessor's peers may still be sending to. */
+static int slot_alloc(struct uroce_nic *nic, struct udp_priv *p)
+{
+	const unsigned nslots = UROCE_MAX_SLOTS - 1;
+	struct timespec ts;
+	unsigned start;
+	int err;
+
+	p->fdu = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (p->fdu < 0)
+		return -errno;
+	err = setopt(p->fdu, SOL_SOCKET, SO_PASSCRED, 1);
+	if (!err)
+		err = setopt(p->fdu, SOL_SOCKET, SO_SNDBUF, SOCK_BUF);
+	if (err)
+		return err;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	start = (unsigned)(ts.tv_nsec ^ getpid() * 2654435761u) % nslots;
+	for (unsigned i = 0; i < nslots; i++) {
+		unsigned slot = 1 + (start + i) % nslots;
+		struct sockaddr_un un;
+		socklen_t len = slot_name(&un, p->port, p->uid, slot);
+
+		if (!bind(p->fdu, (struct sockaddr *)&un, len)) {
+			nic->slot = slot;
+			return 0;
+		}
+		if (errno != EADDRINUSE)
+			return -errno;
+	}
+	return -EADDRINUSE;
+}
+
+static void udp_close(struct uroce_nic *nic)
+{
+	struct udp_priv *p = nic->net_priv;
+
+	if (!p)
+		return;
+	if (p->fd4 >= 0)
+		close(p->fd4);
+	if (p->fd6 >= 0)
+		close(p->fd6);
+	if (p->fdu >= 0)
+		close(p->fdu);
+	for (unsigned c = 0; c < TX_CHUNKS; c++) {
+		struct tx_chunk *chunk = atomic_load(&p->tx[c]);
+
+		if (!chunk)
+			continue;
+		for (unsigned i = 0; i < TX_CHUNK; i++) {
+			int fd = atomic_load(&chunk->fd[i]);
+
+			if (fd >= 0)
+				close(fd);
+		}
+		free(chunk);
+	}
+	pthread_mutex_destroy(&p->tx_lock);
+	free(p);
+	nic->net_priv = NULL;
+}
+
+static int udp_open(struct uroce_nic *nic)
+{
+	struct udp_priv *p = calloc(1, sizeof(*p));
+	int err;
+
+	if (!p)
+		return -ENOMEM;
+	p->fd4 = p->fd6 = p->fdu = -1;
+	p->uid = getuid();	/* what SCM_CREDENTIALS reports for a sender */
+	p->port = nic->cfg->udp_port;
+	pthread_mutex_init(&p->tx_lock, NULL);
+	nic->net_priv = p;
+
+	err = rx_socket(AF_INET, p->port, &p->fd4);
+	if (!err) {
+		err = rx_socket(AF_INET6, p->port, &p->fd6);
+		/* a host without IPv6 runs IPv4-only */
+		if (err == -EAFNOSUPPORT || err == -EADDRNOTAVAIL)
+			err = 0;
+	}
+	if (!err)
+		err = slot_alloc(nic, p);
+	if (err)
+		udp_close(nic);
+	return err;
+}
+
+/* ---- transmit ------------------------------------------------------------ */
+
+static int tx_insert(struct udp_priv *p, int fd)
+{
+	int ret = -ENOSPC;
+
+	pthread_mutex_lock(&p->tx_lock);
+	for (unsigned k = 0; k < TX_MAX; k++) {
+		unsigned h = (p->tx_hint + k) % TX_MAX;
+		struct tx_chunk *c = atomic_load(&p->tx[h / TX_CHUNK]);
+
+		if (!c) {
+			c = malloc(sizeof(*c));
+			if (!c) {
+				ret = -ENOMEM;
+				break;
+			}
+			for (unsigned i = 0; i < TX_CHUNK; i++)
+				atomic_init(&c->fd[i], -1);
+			atomic_store(&p->tx[h / TX_CHUNK], c);
+		}
+		if (atomic_load(&c->fd[h % TX_CHUNK]) < 0) {
+			atomic_store(&c->fd[h % TX_CHUNK], fd);
+			p->tx_hint = h + 1;
+			ret = h;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&p->tx_lock);
+	return ret;
+}
+
+static int tx_fd(struct udp_priv *p, int tx)
+{
+	struct tx_chunk *c;
+
+	if (tx < 0 || tx >= TX_MAX)
+		return -1;
+	c = atomic_load(&p->tx[tx / TX_CHUNK]);
+	return c ? atomic_load(&c->fd[tx % TX_CHUNK]) : -1;
+}
+
+static int tx_socket(int family, uint16_t sport)
+{
+	/* drop everything: this socket shares sport with others and only
+	 * sends; it is attached before bind so nothing is ever queued */
+	static struct sock_filter drop_all = BPF_STMT(BPF_RET | BPF_K, 0);
+	const struct sock_fprog prog = { .len = 1, .filter = &drop_all };
+	union uroce_sockaddr a;
+	socklen_t alen = any_addr(&a, family, sport);
+	int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int err;
+
+	if (fd < 0)
+		return -errno;
+	/* QPs of this and other processes may hash to the same source port */
+	err = setopt(fd, SOL_SOCKET, SO_REUSEADDR, 1);
+	if (!err)
+		err = setopt(fd, SOL_SOCKET, SO_REUSEPORT, 1);
+	if (!err && setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog,
+			       sizeof(prog)))
+		err = -errno;
+	if (!err)	/* the kernel rounds up to its minimum */
+		err = setopt(fd, SOL_SOCKET, SO_RCVBUF, 1);
+	/* room for a whole window of MTU-sized packets in the qdisc */
+	if (!err)
+		err = setopt(fd, SOL_SOCKET, SO_SNDBUF, SOCK_BUF);
+	if (family == AF_INET) {
+		/* The ICRC covers the IPv4 identification and flags.  With
+		 * DF set, Linux gives datagrams of an unconnected socket ID 0
+		 * (a connected one counts), which is what the transport
+		 * assumes when it computes the ICRC. */
+		if (!err)
+			err = setopt(fd, IPPROTO_IP, IP_MTU_DISCOVER,
+				     IP_PMTUDISC_DO);
+		/* UDP checksum 0, as rxe and hardware send: the ICRC covers
+		 * the payload, and it saves a pass over every byte. */
+		if (!err)
+			err = setopt(fd, SOL_SOCKET, SO_NO_CHECK, 1);
+	} else {
+		/* RoCE packets must not be fragmented; oversize ones fail with
+		 * EMSGSIZE instead.  The UDP checksum stays on: IPv6 forbids
+		 * zero, a receiver accepts it only after opting in
+		 * (UDP_NO_CHECK6_RX), a non-zero one is accepted by everyone,
+		 * and the ICRC masks the field so it costs nothing there. */
+		if (!err)
+			err = setopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
+		if (!err)
+			err = setopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER,
+				     IPV6_PMTUDISC_DO);
+	}
+	if (!err && bind(fd, &a.sa, alen))
+		err = -errno;
+	if (err) {
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+static int udp_tx_open(struct uroce_nic *nic, int family, uint16_t sport)
+{
+	int fd, h;
+
+	if (family != AF_INET && family != AF_INET6) {
+		STAT_INC(nic, tx_errors);
+		return -EAFNOSUPPORT;
+	}
+	fd = tx_socket(family, sport);
+	if (fd < 0) {
+		STAT_INC(nic, tx_errors);
+		return fd;
+	}
+	h = tx_insert(nic->net_priv, fd);
+	if (h < 0) {
+		close(fd);
+		STAT_INC(nic, tx_errors);
+	}
+	return h;
+}
+
+/* The caller guarantees no xmit on tx is in progress or follows. */
+static void udp_tx_close(struct uroce_nic *nic, int tx)
+{
+	struct udp_priv *p = nic->net_priv;
+	struct tx_chunk *c;
+	int fd;
+
+	if (tx_fd(p, tx) < 0)
+		return;
+	c = atomic_load(&p->tx[tx / TX_CHUNK]);
+	pthread_mutex_lock(&p->tx_lock);
+	fd = atomic_exchange(&c->fd[tx % TX_CHUNK], -1);
+	p->tx_hint = tx;
+	pthread_mutex_unlock(&p->tx_lock);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* sendmmsg, retried on EINTR and, briefly, while the socket or device queue
+ * is full.  Returns datagrams sent (>= 1) or -errno. */
+static int send_batch(int fd, struct mmsghdr *msg, unsigned n)
+{
+	const struct timespec pause = { 0, TX_RETRY_NS };
+
+	for (unsigned tries = 0;; tries++) {
+		int r = sendmmsg(fd, msg, n, MSG_DONTWAIT);
+
+		if (r > 0)
+			return r;
+		if ((errno != EINTR && errno != EAGAIN && errno != ENOBUFS) ||
+		    tries == TX_RETRIES)
+			return -errno;
+		if (errno != EINTR)
+			nanosleep(&pause, NULL);
+	}
+}
+
+static int udp_xmit(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
+		    unsigned n)
+{
+	int fd = tx_fd(nic->net_priv, tx);
+	unsigned sent = 0;
+	int err = -EBADF;
+
+	while (fd >= 0 && sent < n) {
+		struct mmsghdr msg[UROCE_TX_BATCH];
+		union {
+			uint8_t buf[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+			struct cmsghdr align;
+		} ctrl[UROCE_TX_BATCH];
+		unsigned batch = n - sent < UROCE_TX_BATCH ? n - sent
+							   : UROCE_TX_BATCH;
+
+		for (unsigned i = 0; i < batch; i++) {
+			struct uroce_txpkt *pkt = &pkts[sent + i];
+			int family = pkt->dst->sa.sa_family;
+			struct cmsghdr *cm = &ctrl[i].align;
+			size_t clen;
+
+			/* the source address must be the SGID the ICRC used */
+			if (family == AF_INET) {
+				struct in_pktinfo pi = {
+					.ipi_spec_dst = pkt->src->in4.sin_addr,
+				};
+				cm->cmsg_level = IPPROTO_IP;
+				cm->cmsg_type = IP_PKTINFO;
+				cm->cmsg_len = CMSG_LEN(sizeof(pi));
+				clen = CMSG_SPACE(sizeof(pi));
+				memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+			} else {
+				struct in6_pktinfo pi = {
+					.ipi6_addr = pkt->src->in6.sin6_addr,
+					.ipi6_ifindex = pkt->src->in6.sin6_scope_id,
+				};
+				cm->cmsg_level = IPPROTO_IPV6;
+				cm->cmsg_type = IPV6_PKTINFO;
+				cm->cmsg_len = CMSG_LEN(sizeof(pi));
+				clen = CMSG_SPACE(sizeof(pi));
+				memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+			}
+			msg[i].msg_hdr = (struct msghdr){
+				.msg_name = (void *)pkt->dst,
+				.msg_namelen = addr_len(family),
+				.msg_iov = pkt->iov,
+				.msg_iovlen = pkt->niov,
+				.msg_control = cm,
+				.msg_controllen = clen,
+			};
+		}
+		int r = send_batch(fd, msg, batch);
+		if (r < 0) {
+			err = r;
+			break;
+		}
+		sent += r;
+	}
+	atomic_fetch_add_explicit(&nic->stats.tx_packets, sent,
+				  memory_order_relaxed);
+	if (sent < n)
+		atomic_fetch_add_explicit(&nic->stats.tx_errors, n - sent,
+					  memory_order_relaxed);
+	return sent || !n ? (int)sent : err;
+}
+
+/* ---- receive ------------------------------------------------------------- */
+
+static int udp_rx_fds(struct uroce_nic *nic, int *fds, int max)
+{
+	struct udp_priv *p = nic->net_priv;
+	const int all[] = { p->fd4, p->fd6, p->fdu };
+	int n = 0;
+
+	for (unsigned i = 0; i < ARRAY_SIZE(all) && n < max; i++)
+		if (all[i] >= 0)
+			fds[n++] = all[i];
+	return n;
+}
+
+static unsigned dest_slot(const uint8_t *bth)
+{
+	uint32_t qpn = (uint32_t)bth[5] << 16 | bth[6] << 8 | bth[7];
+
+	return qpn >> UROCE_QPN_SLOT_SHIFT;
+}
+
+/* Fills rx->dst and rx->tos from the control messages of a UDP datagram;
+ * false if the destination address is missing. */
+static bool rx_cmsgs(struct udp_priv *p, struct msghdr *mh,
+		     struct uroce_rxpkt *rx)
+{
+	bool have_dst = false;
+
+	memset(&rx->dst, 0, sizeof(rx->dst));
+	rx->tos = 0;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm;
+	     cm = CMSG_NXTHDR(mh, cm)) {
+		if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO) {
+			struct in_pktinfo pi;
+
+			memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
+			rx->dst.in4.sin_family = AF_INET;
+			rx->dst.in4.sin_addr = pi.ipi_addr;
+			rx->dst.in4.sin_port = htons(p->port);
+			have_dst = true;
+		} else if (cm->cmsg_level == IPPROTO_IP &&
+			   cm->cmsg_type == IP_TOS) {
+			rx->tos = *CMSG_DATA(cm);
+		} else if (cm->cmsg_level == IPPROTO_IPV6 &&
+			   cm->cmsg_type == IPV6_PKTINFO) {
+			struct in6_pktinfo pi;
+
+			memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
+			rx->dst.in6.sin6_family = AF_INET6;
+			rx->dst.in6.sin6_addr = pi.ipi6_addr;
+			rx->dst.in6.sin6_port = htons(p->port);
+			if (IN6_IS_ADDR_LINKLOCAL(&pi.ipi6_addr))
+				rx->dst.in6.sin6_scope_id = pi.ipi6_ifindex;
+			have_dst = true;
+		} else if (cm->cmsg_level == IPPROTO_IPV6 &&
+			   cm->cmsg_type == IPV6_TCLASS) {
+			int tclass;
+
+			memcpy(&tclass, CMSG_DATA(cm), sizeof(tclass));
+			rx->tos = tclass;
+		}
+	}
+	return have_dst;
+}
+
+static void forward(struct uroce_nic *nic, unsigned slot,
+		    const struct uroce_rxpkt *rx)
+{
+	struct udp_priv *p = nic->net_priv;
+	struct fwd_hdr h = { .magic = FWD_MAGIC, .tos = rx->tos };
+	struct iovec iov[2] = {
+		{ .iov_base = &h, .iov_len = sizeof(h) },
+		{ .iov_base = rx->data, .iov_len = rx->len },
+	};
+	struct sockaddr_un un;
+	struct msghdr mh = {
+		.msg_name = &un,
+		.msg_namelen = slot_name(&un, p->port, p->uid, slot),
+		.msg_iov = iov,
+		.msg_iovlen = ARRAY_SIZE(iov),
+	};
+
+	memcpy(&h.src, &rx->src, sizeof(h.src));
+	memcpy(&h.dst, &rx->dst, sizeof(h.dst));
+	/* never block the receive path on a slow or vanished owner: its
+	 * transport retransmits what is dropped here */
+	if (sendmsg(p->fdu, &mh, MSG_DONTWAIT) < 0)
+		STAT_INC(nic, rx_forward_failed);
+	else
+		STAT_INC(nic, rx_forwarded);
+}
+
+/* A datagram from a UDP socket: true when it is ours to return in rx. */
+static bool rx_udp(struct uroce_nic *nic, unsigned i, struct uroce_rxpkt *rx)
+{
+	struct udp_priv *p = nic->net_priv;
+	struct msghdr *mh = &p->msg[i].msg_hdr;
+	unsigned slot;
+
+	if (p->msg[i].msg_len < BTH_BYTES || (mh->msg_flags & MSG_TRUNC)) {
+		STAT_INC(nic, rx_malformed);
+		return false;
+	}
+	if (!rx_cmsgs(p, mh, rx)) {
+		STAT_INC(nic, rx_errors);
+		return false;
+	}
+	memset(&rx->src, 0, sizeof(rx->src));
+	memcpy(&rx->src, &p->name[i], mh->msg_namelen);
+	rx->data = p->buf[i] + sizeof(struct fwd_hdr);
+	rx->len = p->msg[i].msg_len;
+
+	slot = dest_slot(rx->data);
+	/* slot 0 is no process's: its QPNs (QP1) are served by whichever
+	 * process the kernel picked */
+	if (slot == 0 || slot == nic->slot)
+		return true;
+	forward(nic, slot, rx);
+	return false;
+}
+
+static bool fwd_addr_get(const union fwd_addr *in, int family,
+			 union uroce_sockaddr *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (in->sa.sa_family != family)
+		return false;
+	if (family == AF_INET)
+		out->in4 = in->in4;
+	else
+		out->in6 = in->in6;
+	return true;
+}
+
+/* A datagram forwarded by another process: true when it is well formed and
+ * comes from a process of our user. */
+static bool rx_unix(struct uroce_nic *nic, unsigned i, struct uroce_rxpkt *rx)
+{
+	struct udp_priv *p = nic->net_priv;
+	struct msghdr *mh = &p->msg[i].msg_hdr;
+	uint32_t len = p->msg[i].msg_len;
+	bool cred_ok = false;
+	struct fwd_hdr h;
+	int family;
+
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm;
+	     cm = CMSG_NXTHDR(mh, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET)
+			continue;
+		if (cm->cmsg_type == SCM_CREDENTIALS) {
+			struct ucred uc;
+
+			memcpy(&uc, CMSG_DATA(cm), sizeof(uc));
+			cred_ok = uc.uid == p->uid;
+		} else if (cm->cmsg_type == SCM_RIGHTS) {
+			/* nobody has reason to pass us descriptors; do not
+			 * let them pile up */
+			size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+			for (size_t k = 0; k < nfd; k++) {
+				int fd;
+
+				memcpy(&fd, CMSG_DATA(cm) + k * sizeof(int),
+				       sizeof(fd));
+				close(fd);
+			}
+		}
+	}
+	if (!cred_ok) {
+		STAT_INC(nic, rx_bad_source);
+		return false;
+	}
+	if (len < sizeof(h) + BTH_BYTES || (mh->msg_flags & MSG_TRUNC)) {
+		STAT_INC(nic, rx_malformed);
+		return false;
+	}
+	memcpy(&h, p->buf[i], sizeof(h));
+	family = h.src.sa.sa_family;
+	if (h.magic != FWD_MAGIC || (family != AF_INET && family != AF_INET6) ||
+	    !fwd_addr_get(&h.src, family, &rx->src) ||
+	    !fwd_addr_get(&h.dst, family, &rx->dst)) {
+		STAT_INC(nic, rx_malformed);
+		return false;
+	}
+	rx->tos = h.tos;
+	rx->data = p->buf[i] + sizeof(h);
+	rx->len = len - sizeof(h);
+	return true;
+}
+
+/* recvmmsg into buffers [first, first + n). */
+static int rx_batch(struct udp_priv *p, int fd, unsigned first, unsigned n)
+{
+	bool fwd = fd == p->fdu;
+	int r;
+
+	for (unsigned i = first; i < first + n; i++) {
+		/* a forwarded datagram brings its header; a UDP one gets
+		 * room for it left in front */
+		p->iov[i].iov_base = fwd ? p->buf[i]
+					 : p->buf[i] + sizeof(struct fwd_hdr);
+		p->iov[i].iov_len = fwd ? RX_STRIDE : UROCE_RX_BUF;
+		p->msg[i].msg_hdr = (struct msghdr){
+			.msg_name = fwd ? NULL : &p->name[i],
+			.msg_namelen = fwd ? 0 : sizeof(p->name[i]),
+			.msg_iov = &p->iov[i],
+			.msg_iovlen = 1,
+			.msg_control = p->ctrl[i].buf,
+			.msg_controllen = sizeof(p->ctrl[i].buf),
+		};
+	}
+	r = recvmmsg(fd, &p->msg[first], n, MSG_DONTWAIT | MSG_CMSG_CLOEXEC,
+		     NULL);
+	return r < 0 ? -errno : r;
+}
+
+static int udp_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
+		    unsigned max)
+{
+	struct udp_priv *p = nic->net_priv;
+	int fds[3], nfds = udp_rx_fds(nic, fds, ARRAY_SIZE(fds));
+	unsigned used = 0, out = 0;
+	int err = 0;
+
+	if (max > UROCE_RX_BATCH)
+		max = UROCE_RX_BATCH;
+	/* Buffers of forwarded or dropped datagrams are not reused within a
+	 * call, which keeps those of returned ones untouched. */
+	for (int k = 0; k < nfds && used < max; k++) {
+		int fd = fds[(p->rr + k) % nfds];
+		int got = rx_batch(p, fd, used, max - used);
+
+		if (got < 0) {
+			if (got != -EAGAIN && got != -EINTR) {
+				STAT_INC(nic, rx_errors);
+				err = got;
+			}
+			continue;
+		}
+		for (unsigned i = used; i < used + got; i++)
+			if (fd == p->fdu ? rx_unix(nic, i, &pkts[out])
+					 : rx_udp(nic, i, &pkts[out]))
+				out++;
+		used += got;
+	}
+	p->rr++;
+	return out ? (int)out : err;
+}
+
+const struct uroce_net_ops uroce_net_udp = {
+	.name = "udp",
+	.open = udp_open,
+	.close = udp_close,
+	.tx_open = udp_tx_open,
+	.tx_close = udp_tx_close,
+	.xmit = udp_xmit,
+	.rx_fds = udp_rx_fds,
+	.recv = udp_recv,
+};

@@ -1,0 +1,231 @@
+/*
+ * Address handles, and building one from a received UD message.
+ *
+ * On RoCE a peer is named by its GID alone, so every AH needs a GRH; the GID
+ * is resolved to the UDP destination once, here, rather than per send.
+ *
+ * The UD receive path leaves 40 bytes of GRH at the start of each receive
+ * buffer, as RoCE devices do: a real IPv6 header for IPv6, and for IPv4 the
+ * 20-byte IPv4 header in the last 20 of those bytes (what rxe writes and
+ * rdma-core's ibv_init_ah_from_wc parses).
+ */
+#include <arpa/inet.h>
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "uroce.h"
+
+enum {
+	GRH_IPV4_OFF = 20,	/* IPv4 header inside the 40-byte GRH area */
+	IPV4_TOS = 1,		/* offsets inside the IPv4 header */
+	IPV4_TTL = 8,
+	IPV4_SADDR = 12,
+	IPV4_DADDR = 16,
+	IPV4_HDR_LEN = 20,
+};
+
+UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *ibpd,
+					  struct ibv_ah_attr *attr)
+{
+	union uroce_sockaddr self;
+	struct uroce_nic *nic;
+	struct uroce_ah *ah;
+
+	if (!ibpd || !attr) {
+		errno = EINVAL;
+		return NULL;
+	}
+	nic = to_uctx(ibpd->context)->nic;
+	if (!attr->is_global || attr->port_num != 1 ||
+	    attr->grh.sgid_index >= nic->num_gids) {
+		errno = EINVAL;
+		return NULL;
+	}
+	ah = calloc(1, sizeof(*ah));
+	if (!ah) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	uroce_gid_to_sockaddr(&attr->grh.dgid, nic->cfg->udp_port, &ah->dst);
+	/* an IPv4 source cannot reach an IPv6 destination or the reverse */
+	uroce_gid_to_sockaddr(&nic->gids[attr->grh.sgid_index].gid,
+			      nic->cfg->udp_port, &self);
+	if (self.sa.sa_family != ah->dst.sa.sa_family) {
+		free(ah);
+		errno = EINVAL;
+		return NULL;
+	}
+	ah->attr = *attr;
+	ah->ibah.context = ibpd->context;
+	ah->ibah.pd = ibpd;
+	atomic_fetch_add(&to_upd(ibpd)->use_cnt, 1);
+	return &ah->ibah;
+}
+
+UROCE_EXPORT int ibv_destroy_ah(struct ibv_ah *ibah)
+{
+	struct uroce_ah *ah;
+
+	if (!ibah)
+		return EINVAL;
+	ah = to_uah(ibah);
+	atomic_fetch_sub(&to_upd(ibah->pd)->use_cnt, 1);
+	free(ah);
+	return 0;
+}
+
+/* Index of gid in our table, or -1. */
+static int find_gid(const struct uroce_nic *nic, const union ibv_gid *gid)
+{
+	for (int i = 0; i < nic->num_gids; i++)
+		if (!memcmp(&nic->gids[i].gid, gid, sizeof(*gid)))
+			return i;
+	return -1;
+}
+
+static void gid_from_ipv4(union ibv_gid *gid, const uint8_t *addr)
+{
+	memset(gid, 0, sizeof(*gid));
+	gid->raw[10] = 0xff;
+	gid->raw[11] = 0xff;
+	memcpy(&gid->raw[12], addr, 4);
+}
+
+/* RFC 1071: the one's-complement sum over a valid header is 0xffff. */
+static bool ipv4_csum_ok(const uint8_t *h)
+{
+	uint32_t sum = 0;
+
+	for (int i = 0; i < IPV4_HDR_LEN; i += 2)
+		sum += (uint32_t)h[i] << 8 | h[i + 1];
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return sum == 0xffff;
+}
+
+/* Which header the receive path left in the GRH area: 6, 4, or -1.  A
+ * version-6 first word is IPv6 unless the last 20 bytes happen to be a valid
+ * IPv4 header; rdma-core decides the same way, so AHs built by either from
+ * the same buffer agree. */
+static int grh_ip_version(const uint8_t *b)
+{
+	const uint8_t *ip4 = b + GRH_IPV4_OFF;
+	bool v4 = ip4[0] >> 4 == 4;
+
+	if (b[0] >> 4 != 6)
+		return v4 ? 4 : -1;
+	if (v4 && (ip4[0] & 0x0f) == 5 && ipv4_csum_ok(ip4))
+		return 4;
+	return 6;
+}
+
+/* The reply goes from the address the message was sent to (one of our GIDs)
+ * back to its source.  Returns 0 or an errno value. */
+static int ah_from_ipv4(const struct uroce_nic *nic, const uint8_t *ip4,
+			struct ibv_ah_attr *ah_attr)
+{
+	union ibv_gid ours;
+	uint32_t daddr;
+	int idx;
+
+	memcpy(&daddr, ip4 + IPV4_DADDR, sizeof(daddr));
+	/* a multicast destination is no GID of ours to answer from */
+	if (IN_CLASSD(ntohl(daddr)))
+		return EINVAL;
+	gid_from_ipv4(&ours, ip4 + IPV4_DADDR);
+	idx = find_gid(nic, &ours);
+	if (idx < 0)
+		return EINVAL;
+	gid_from_ipv4(&ah_attr->grh.dgid, ip4 + IPV4_SADDR);
+	ah_attr->grh.sgid_index = (uint8_t)idx;
+	ah_attr->grh.hop_limit = ip4[IPV4_TTL];
+	ah_attr->grh.traffic_class = ip4[IPV4_TOS];
+	return 0;
+}
+
+static int ah_from_ipv6(const struct uroce_nic *nic, const struct ibv_grh *grh,
+			struct ibv_ah_attr *ah_attr)
+{
+	uint32_t vtf = be32toh(grh->version_tclass_flow);
+	int idx;
+
+	if (grh->dgid.raw[0] == 0xff)
+		return EINVAL;
+	/* RoCE v1 (next header 0x1b) would need a v1 GID, and all of ours
+	 * are RoCE v2 */
+	if (grh->next_hdr != IPPROTO_UDP)
+		return EPROTONOSUPPORT;
+	idx = find_gid(nic, &grh->dgid);
+	if (idx < 0)
+		return EINVAL;
+	ah_attr->grh.dgid = grh->sgid;
+	ah_attr->grh.sgid_index = (uint8_t)idx;
+	ah_attr->grh.hop_limit = grh->hop_limit;
+	ah_attr->grh.traffic_class = (vtf >> 20) & 0xff;
+	ah_attr->grh.flow_label = vtf & 0xfffff;
+	return 0;
+}
+
+/* Returns 0, or -1 with errno set: the man page's convention for this verb
+ * (not the errno-valued return of most int verbs). */
+UROCE_EXPORT int ibv_init_ah_from_wc(struct ibv_context *context,
+				     uint8_t port_num, struct ibv_wc *wc,
+				     struct ibv_grh *grh,
+				     struct ibv_ah_attr *ah_attr)
+{
+	const struct uroce_nic *nic;
+	int err;
+
+	if (!context || !wc || !ah_attr || port_num != 1 ||
+	    ((wc->wc_flags & IBV_WC_GRH) && !grh)) {
+		errno = EINVAL;
+		return -1;
+	}
+	nic = to_uctx(context)->nic;
+	memset(ah_attr, 0, sizeof(*ah_attr));
+	ah_attr->dlid = wc->slid;
+	ah_attr->sl = wc->sl;
+	ah_attr->src_path_bits = wc->dlid_path_bits;
+	ah_attr->port_num = port_num;
+	/* Without a GRH there is no address to answer to; the attributes
+	 * are still what the message carried, as in rdma-core, and
+	 * ibv_create_ah refuses them. */
+	if (!(wc->wc_flags & IBV_WC_GRH))
+		return 0;
+	ah_attr->is_global = 1;
+	switch (grh_ip_version((const uint8_t *)grh)) {
+	case 4:
+		err = ah_from_ipv4(nic, (const uint8_t *)grh + GRH_IPV4_OFF,
+				   ah_attr);
+		break;
+	case 6:
+		err = ah_from_ipv6(nic, grh, ah_attr);
+		break;
+	default:
+		err = EPROTONOSUPPORT;
+		break;
+	}
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return 0;
+}
+
+UROCE_EXPORT struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd,
+						  struct ibv_wc *wc,
+						  struct ibv_grh *grh,
+						  uint8_t port_num)
+{
+	struct ibv_ah_attr attr;
+
+	if (!pd) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &attr))
+		return NULL;
+	return ibv_create_ah(pd, &attr);
+}

@@ -1,0 +1,378 @@
+/*
+ * Memory regions and key checking.
+ *
+ * A key is the MR's index in nic->mrs shifted left by UROCE_KEY_SHIFT, with
+ * fresh random bits below it on every registration: a stale key (the MR was
+ * deregistered, its slot reused) or a guessed one then names no MR.  Indices
+ * are handed out round-robin, so a slot is reused only after every other one
+ * was, and lkey == rkey.
+ *
+ * The table is read lock-free: application threads under mr_lock held for
+ * reading (posting, which resolves lkeys), the engine with no lock at all
+ * (rkeys of inbound requests).  Writers take mr_lock for writing, and an MR
+ * leaves the table before uroce_nic_quiesce() and only then is freed or
+ * changed, so that a pointer the engine loaded before is no longer in use.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "uroce.h"
+
+/* verbs.h turns both into inline wrappers that pick ibv_reg_mr_iova2 when
+ * optional access bits may be set; these are the exported entry points. */
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+#define KEY_RANDOM_MASK ((1u << UROCE_KEY_SHIFT) - 1)
+
+/* Bits the spec defines for ibv_reg_mr that uroce accepts.  MW_BIND is
+ * harmless (there are no memory windows to bind); HUGETLB is only a promise
+ * about the pages, which a CPU copy does not care about. */
+#define ACCESS_SUPPORTED                                                       \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |                    \
+	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |                   \
+	 IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_HUGETLB)
+
+/* ---- key randomness -------------------------------------------------------
+ * splitmix64 seeded from getrandom(): statistically good, cheap, and not
+ * guessable from outside the process.  Its state is only advanced under
+ * nic->mr_lock held for writing (one NIC per process). */
+
+static uint64_t key_rng;
+static pthread_once_t key_rng_once = PTHREAD_ONCE_INIT;
+
+static void key_rng_seed(void)
+{
+	struct timespec ts;
+
+	if (getrandom(&key_rng, sizeof(key_rng), GRND_NONBLOCK) ==
+	    (ssize_t)sizeof(key_rng))
+		return;
+	/* No entropy yet (early boot) or no getrandom: never fall back to a
+	 * fixed seed, which would make keys identical in every process. */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	key_rng = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^
+		  ((uint64_t)getpid() << 16) ^ (uint64_t)(uintptr_t)&ts;
+}
+
+static uint32_t key_random_bits(void)
+{
+	uint64_t z;
+
+	pthread_once(&key_rng_once, key_rng_seed);
+	z = (key_rng += 0x9E3779B97F4A7C15ull);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	z ^= z >> 31;
+	return (uint32_t)z & KEY_RANDOM_MASK;
+}
+
+/* ---- table ---------------------------------------------------------------- */
+
+/* Give mr a free index and a fresh key and make it visible; caller holds
+ * mr_lock for writing. */
+static int mr_publish_locked(struct uroce_nic *nic, struct uroce_mr *mr)
+{
+	for (unsigned tries = 0; tries < UROCE_MAX_MR; tries++) {
+		unsigned idx = nic->next_mr_index;
+
+		nic->next_mr_index = idx % UROCE_MAX_MR + 1;
+		if (atomic_load_explicit(&nic->mrs[idx], memory_order_relaxed))
+			continue;
+		mr->index = idx;
+		mr->ibmr.handle = idx;
+		mr->ibmr.lkey = (uint32_t)idx << UROCE_KEY_SHIFT |
+				key_random_bits();
+		mr->ibmr.rkey = mr->ibmr.lkey;
+		/* release: readers that see the pointer see the fields */
+		atomic_store_explicit(&nic->mrs[idx], mr, memory_order_release);
+		return 0;
+	}
+	return ENOMEM;
+}
+
+/* Take mr out of the table and wait until no reader can still hold it. */
+static void mr_unpublish(struct uroce_nic *nic, struct uroce_mr *mr)
+{
+	if (!mr->index)
+		return;		/* a failed rereg left it out already */
+	pthread_rwlock_wrlock(&nic->mr_lock);
+	atomic_store_explicit(&nic->mrs[mr->index], NULL, memory_order_relaxed);
+	mr->index = 0;
+	pthread_rwlock_unlock(&nic->mr_lock);
+	/* Not under mr_lock: a poster may hold an RQ lock the engine waits
+	 * for while it waits for mr_lock itself. */
+	uroce_nic_quiesce(nic);
+}
+
+struct uroce_mr *uroce_mr_lookup(struct uroce_nic *nic, uint32_t key)
+{
+	uint32_t idx = key >> UROCE_KEY_SHIFT;
+	struct uroce_mr *mr;
+
+	if (!idx || idx > UROCE_MAX_MR)
+		return NULL;
+	mr = atomic_load_explicit(&nic->mrs[idx], memory_order_acquire);
+	if (!mr || mr->ibmr.lkey != key)
+		return NULL;
+	return mr;
+}
+
+uint8_t *uroce_mr_ptr(const struct uroce_mr *mr, uint64_t addr, uint64_t len)
+{
+	uint64_t off;
+
+	if (addr < mr->iova)
+		return NULL;
+	off = addr - mr->iova;
+	/* written so that nothing can wrap around */
+	if (off > mr->ibmr.length || len > mr->ibmr.length - off)
+		return NULL;
+	return (uint8_t *)mr->ibmr.addr + off;
+}
+
+int uroce_resolve_sges(struct uroce_nic *nic, struct uroce_pd *pd,
+		       const struct ibv_sge *in, int n, bool need_write,
+		       struct uroce_sge *out, uint32_t *total)
+{
+	uint64_t sum = 0;
+	int err = 0;
+
+	if (n < 0)
+		return EINVAL;
+	pthread_rwlock_rdlock(&nic->mr_lock);
+	for (int i = 0; i < n; i++) {
+		const struct uroce_mr *mr;
+
+		out[i].length = in[i].length;
+		/* An empty element moves no data, so there is nothing for
+		 * its key to protect (applications pass lkey 0 with it). */
+		if (!in[i].length) {
+			out[i].addr = NULL;
+			continue;
+		}
+		mr = uroce_mr_lookup(nic, in[i].lkey);
+		if (!mr || mr->pd != pd ||
+		    (need_write && !(mr->access & IBV_ACCESS_LOCAL_WRITE))) {
+			err = EINVAL;
+			break;
+		}
+		out[i].addr = uroce_mr_ptr(mr, in[i].addr, in[i].length);
+		if (!out[i].addr) {
+			err = EINVAL;
+			break;
+		}
+		sum += in[i].length;
+	}
+	pthread_rwlock_unlock(&nic->mr_lock);
+	if (!err && sum > UINT32_MAX)
+		err = EINVAL;
+	if (!err)
+		*total = (uint32_t)sum;
+	return err;
+}
+
+/* ---- registration ---------------------------------------------------------- */
+
+/* Validate access flags as the kernel does for ibv_reg_mr, and return the
+ * mandatory bits to keep.  Optional bits (IBV_ACCESS_RELAXED_ORDERING, ...)
+ * are hints a device may ignore; uroce always orders. */
+static int check_access(unsigned int access, int *kept)
+{
+	unsigned int mand = access & ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
+
+	if (mand & IBV_ACCESS_ON_DEMAND)
+		return EOPNOTSUPP;	/* the device reports no ODP caps */
+	if (mand & ~(unsigned int)ACCESS_SUPPORTED)
+		return EINVAL;
+	/* IBTA o10-37: the local side must be writable for remote writes */
+	if ((mand & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	    !(mand & IBV_ACCESS_LOCAL_WRITE))
+		return EINVAL;
+	*kept = (int)mand;
+	return 0;
+}
+
+/* The kernel pins the pages at registration and fails with EFAULT when some
+ * are not mapped.  uroce pins nothing, but checking that the range is mapped
+ * turns a wild pointer into that same error instead of a SIGSEGV in the
+ * engine later. */
+static int check_mapped(void *addr, size_t length)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t start = (uintptr_t)addr & ~(page - 1);
+	uintptr_t end = (uintptr_t)addr + length;
+	unsigned char vec[4096];
+
+	while (start < end) {
+		size_t chunk = end - start;
+
+		if (chunk > sizeof(vec) * page)
+			chunk = sizeof(vec) * page;
+		if (mincore((void *)start, chunk, vec))
+			return errno == ENOMEM ? EFAULT : errno;
+		start += chunk;
+	}
+	return 0;
+}
+
+static int check_range(void *addr, size_t length, uint64_t iova)
+{
+	if (!length || (uintptr_t)addr + length < (uintptr_t)addr ||
+	    iova + length < iova)
+		return EINVAL;
+	return check_mapped(addr, length);
+}
+
+static struct ibv_mr *reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
+			     uint64_t iova, unsigned int access)
+{
+	struct uroce_nic *nic;
+	struct uroce_mr *mr;
+	int kept, err;
+
+	if (!ibpd) {
+		errno = EINVAL;
+		return NULL;
+	}
+	err = check_access(access, &kept);
+	if (!err && (kept & IBV_ACCESS_ZERO_BASED))
+		iova = 0;
+	if (!err)
+		err = check_range(addr, length, iova);
+	if (err) {
+		errno = err;
+		return NULL;
+	}
+	mr = calloc(1, sizeof(*mr));
+	if (!mr) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	nic = to_uctx(ibpd->context)->nic;
+	mr->ibmr.context = ibpd->context;
+	mr->ibmr.pd = ibpd;
+	mr->ibmr.addr = addr;
+	mr->ibmr.length = length;
+	mr->pd = to_upd(ibpd);
+	mr->iova = iova;
+	mr->access = kept;
+
+	atomic_fetch_add(&mr->pd->use_cnt, 1);
+	pthread_rwlock_wrlock(&nic->mr_lock);
+	err = mr_publish_locked(nic, mr);
+	pthread_rwlock_unlock(&nic->mr_lock);
+	if (err) {
+		atomic_fetch_sub(&mr->pd->use_cnt, 1);
+		free(mr);
+		errno = err;
+		return NULL;
+	}
+	return &mr->ibmr;
+}
+
+UROCE_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr,
+				       size_t length, int access)
+{
+	return reg_mr(pd, addr, length, (uintptr_t)addr, (unsigned int)access);
+}
+
+UROCE_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr,
+					    size_t length, uint64_t iova,
+					    int access)
+{
+	return reg_mr(pd, addr, length, iova, (unsigned int)access);
+}
+
+UROCE_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
+					     size_t length, uint64_t iova,
+					     unsigned int access)
+{
+	return reg_mr(pd, addr, length, iova, access);
+}
+
+UROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
+{
+	struct uroce_mr *mr;
+
+	if (!ibmr)
+		return EINVAL;
+	mr = to_umr(ibmr);
+	mr_unpublish(to_uctx(ibmr->context)->nic, mr);
+	atomic_fetch_sub(&mr->pd->use_cnt, 1);
+	free(mr);
+	return 0;
+}
+
+/* Re-registration is a deregistration and a registration in one: the MR
+ * leaves the table, changes, and comes back under a new key, so that a peer
+ * holding the old rkey can never reach the new translation.  Every input is
+ * checked first, so a failure leaves the old MR intact (IBV_REREG_MR_ERR_INPUT)
+ * except the one case below. */
+UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags,
+			      struct ibv_pd *ibpd, void *addr, size_t length,
+			      int access)
+{
+	struct uroce_mr *mr;
+	struct uroce_nic *nic;
+	struct uroce_pd *new_pd;
+	int kept, err = 0;
+	uint64_t iova;
+
+	if (!ibmr || !flags || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) ||
+	    (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS)) ||
+	    ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length)) ||
+	    ((flags & IBV_REREG_MR_CHANGE_PD) &&
+	     (!ibpd || ibpd->context != ibmr->context))) {
+		errno = EINVAL;
+		return IBV_REREG_MR_ERR_INPUT;
+	}
+	mr = to_umr(ibmr);
+	nic = to_uctx(ibmr->context)->nic;
+	new_pd = (flags & IBV_REREG_MR_CHANGE_PD) ? to_upd(ibpd) : mr->pd;
+	kept = mr->access;
+	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
+		err = check_access((unsigned int)access, &kept);
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+		iova = (kept & IBV_ACCESS_ZERO_BASED) ? 0 : (uintptr_t)addr;
+		if (!err)
+			err = check_range(addr, length, iova);
+	} else {
+		addr = ibmr->addr;
+		length = ibmr->length;
+		iova = mr->iova;
+	}
+	if (err) {
+		errno = err;
+		return IBV_REREG_MR_ERR_INPUT;
+	}
+
+	mr_unpublish(nic, mr);
+	if (new_pd != mr->pd) {
+		atomic_fetch_add(&new_pd->use_cnt, 1);
+		atomic_fetch_sub(&mr->pd->use_cnt, 1);
+	}
+	mr->pd = new_pd;
+	mr->iova = iova;
+	mr->access = kept;
+	ibmr->pd = &new_pd->ibpd;
+	ibmr->addr = addr;
+	ibmr->length = length;
+
+	pthread_rwlock_wrlock(&nic->mr_lock);
+	err = mr_publish_locked(nic, mr);
+	pthread_rwlock_unlock(&nic->mr_lock);
+	if (err) {
+		/* Other registrations took every slot while this MR was out
+		 * of the table: it has no key any more and may only be
+		 * deregistered, which is what this code means. */
+		errno = err;
+		return IBV_REREG_MR_ERR_CMD;
+	}
+	return 0;
+}

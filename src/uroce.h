@@ -108,6 +108,12 @@ struct uroce_net_ops {
 	 * Returns a handle >= 0 or -errno. */
 	int (*tx_open)(struct uroce_nic *nic, int family, uint16_t sport);
 	void (*tx_close)(struct uroce_nic *nic, int tx);
+	/* Ask for the datagrams that peer sends from UDP port peer_sport to
+	 * self to be delivered to this process directly, for as long as tx
+	 * is open.  Optional and best effort; -errno when it cannot. */
+	int (*steer)(struct uroce_nic *nic, int tx,
+		     const union uroce_sockaddr *self,
+		     const union uroce_sockaddr *peer, uint16_t peer_sport);
 	/* Send n datagrams; returns how many left (>= 0) or -errno. */
 	int (*xmit)(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
 		    unsigned n);
@@ -369,7 +375,8 @@ struct uroce_qp {
 	uint32_t sq_next;		/* next WQE to transmit from */
 	uint32_t sq_tail;		/* oldest not yet completed */
 	struct {
-		uint32_t psn;		/* next PSN to send */
+		uint32_t psn;		/* PSN of the next packet we build */
+		uint32_t max_psn;	/* next never-sent PSN (psn < it after a rewind) */
 		uint32_t offset;	/* bytes of sq[sq_next] already packetized */
 		uint32_t since_ackreq;	/* packets since we last asked for an ACK */
 		uint32_t rd_atomic_out;	/* READ/atomic requests in flight */

@@ -8,6 +8,11 @@
  * bits name the owner) forwards it over an AF_UNIX datagram socket bound to
  * an abstract name derived from the owner's slot.
  *
+ * Forwarding costs a hop and AF_UNIX datagram queues are short, so a
+ * connected QP also gets a socket bound to its own address and port 4791 and
+ * connected to the peer's address and source port: the kernel prefers a
+ * connected socket to the shared ones, so its traffic arrives directly.
+ *
  * Transmission uses one socket per QP, bound to the QP's RoCEv2 source port,
  * sending with an explicit source address so that the IP header matches the
  * one the transport computed the ICRC over.
@@ -18,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,6 +40,7 @@ enum {
 	TX_RETRY_NS = 50000,
 	FWD_MAGIC = 0x75524f46,	/* catches a peer of another uroce build */
 	RX_CTRL = 128,		/* pktinfo + tos, or credentials */
+	RX_READY_MAX = 16,	/* sockets read per receive call */
 };
 
 /* Prefixed to a datagram forwarded to the process that owns its QP: what
@@ -58,13 +65,14 @@ enum { RX_STRIDE = sizeof(struct fwd_hdr) + UROCE_RX_BUF };
 
 struct tx_chunk {
 	atomic_int fd[TX_CHUNK];	/* -1 = free */
+	atomic_int rxfd[TX_CHUNK];	/* its direct receive socket, or -1 */
 };
 
 struct udp_priv {
 	int fd4, fd6, fdu;		/* -1 when absent */
+	int epfd;			/* every receiving socket */
 	uid_t uid;
 	uint16_t port;
-	unsigned rr;			/* rotates the fd read first */
 
 	/* Handle -> socket.  Chunks are never freed before close, so xmit
 	 * looks up without the lock while tx_open grows the table. */
@@ -120,10 +128,10 @@ static socklen_t slot_name(struct sockaddr_un *un, uint16_t port, uid_t uid,
 	return offsetof(struct sockaddr_un, sun_path) + 1 + len;
 }
 
-static int rx_socket(int family, uint16_t port, int *out)
+/* A receiving socket bound to a (port 4791), in the shared group. */
+static int rx_socket_at(const union uroce_sockaddr *a, int *out)
 {
-	union uroce_sockaddr a;
-	socklen_t alen = any_addr(&a, family, port);
+	int family = a->sa.sa_family;
 	int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	int err;
 
@@ -149,7 +157,7 @@ static int rx_socket(int family, uint16_t port, int *out)
 		if (!err)
 			err = setopt(fd, IPPROTO_UDP, UDP_NO_CHECK6_RX, 1);
 	}
-	if (!err && bind(fd, &a.sa, alen))
+	if (!err && bind(fd, &a->sa, addr_len(family)))
 		err = -errno;
 	if (err) {
 		close(fd);
@@ -157,6 +165,21 @@ static int rx_socket(int family, uint16_t port, int *out)
 	}
 	*out = fd;
 	return 0;
+}
+
+static int rx_socket(int family, uint16_t port, int *out)
+{
+	union uroce_sockaddr a;
+
+	any_addr(&a, family, port);
+	return rx_socket_at(&a, out);
+}
+
+static int rx_watch(struct udp_priv *p, int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+
+	return epoll_ctl(p->epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
 }
 
 /* Claim a free slot by binding its abstract name.  Starting at a
@@ -207,6 +230,8 @@ static void udp_close(struct uroce_nic *nic)
 		close(p->fd6);
 	if (p->fdu >= 0)
 		close(p->fdu);
+	if (p->epfd >= 0)
+		close(p->epfd);
 	for (unsigned c = 0; c < TX_CHUNKS; c++) {
 		struct tx_chunk *chunk = atomic_load(&p->tx[c]);
 
@@ -214,9 +239,12 @@ static void udp_close(struct uroce_nic *nic)
 			continue;
 		for (unsigned i = 0; i < TX_CHUNK; i++) {
 			int fd = atomic_load(&chunk->fd[i]);
+			int rxfd = atomic_load(&chunk->rxfd[i]);
 
 			if (fd >= 0)
 				close(fd);
+			if (rxfd >= 0)
+				close(rxfd);
 		}
 		free(chunk);
 	}
@@ -232,7 +260,7 @@ static int udp_open(struct uroce_nic *nic)
 
 	if (!p)
 		return -ENOMEM;
-	p->fd4 = p->fd6 = p->fdu = -1;
+	p->fd4 = p->fd6 = p->fdu = p->epfd = -1;
 	p->uid = getuid();	/* what SCM_CREDENTIALS reports for a sender */
 	p->port = nic->cfg->udp_port;
 	pthread_mutex_init(&p->tx_lock, NULL);
@@ -247,6 +275,14 @@ static int udp_open(struct uroce_nic *nic)
 	}
 	if (!err)
 		err = slot_alloc(nic, p);
+	if (!err) {
+		p->epfd = epoll_create1(EPOLL_CLOEXEC);
+		err = p->epfd < 0 ? -errno : rx_watch(p, p->fd4);
+	}
+	if (!err && p->fd6 >= 0)
+		err = rx_watch(p, p->fd6);
+	if (!err)
+		err = rx_watch(p, p->fdu);
 	if (err)
 		udp_close(nic);
 	return err;
@@ -269,8 +305,10 @@ static int tx_insert(struct udp_priv *p, int fd)
 				ret = -ENOMEM;
 				break;
 			}
-			for (unsigned i = 0; i < TX_CHUNK; i++)
+			for (unsigned i = 0; i < TX_CHUNK; i++) {
 				atomic_init(&c->fd[i], -1);
+				atomic_init(&c->rxfd[i], -1);
+			}
 			atomic_store(&p->tx[h / TX_CHUNK], c);
 		}
 		if (atomic_load(&c->fd[h % TX_CHUNK]) < 0) {
@@ -373,22 +411,68 @@ static int udp_tx_open(struct uroce_nic *nic, int family, uint16_t sport)
 	return h;
 }
 
+/* Best effort: without it the datagrams still arrive, maybe forwarded. */
+static int udp_steer(struct uroce_nic *nic, int tx,
+		     const union uroce_sockaddr *self,
+		     const union uroce_sockaddr *peer, uint16_t peer_sport)
+{
+	struct udp_priv *p = nic->net_priv;
+	union uroce_sockaddr from = *peer;
+	struct tx_chunk *c;
+	int fd, err;
+
+	if (tx_fd(p, tx) < 0)
+		return -EBADF;
+	c = atomic_load(&p->tx[tx / TX_CHUNK]);
+	if (atomic_load(&c->rxfd[tx % TX_CHUNK]) >= 0)
+		return -EBUSY;
+	err = rx_socket_at(self, &fd);
+	if (err)
+		goto fail;
+	if (from.sa.sa_family == AF_INET)
+		from.in4.sin_port = htons(peer_sport);
+	else
+		from.in6.sin6_port = htons(peer_sport);
+	/* A socket connected to the peer's address and port scores above
+	 * the shared ones in the kernel's lookup.  Connecting never blocks
+	 * or sends anything for UDP. */
+	err = connect(fd, &from.sa, addr_len(from.sa.sa_family)) ? -errno : 0;
+	if (!err)
+		err = rx_watch(p, fd);
+	if (err) {
+		close(fd);
+		goto fail;
+	}
+	atomic_store(&c->rxfd[tx % TX_CHUNK], fd);
+	return 0;
+fail:
+	STAT_INC(nic, rx_errors);
+	return err;
+}
+
 /* The caller guarantees no xmit on tx is in progress or follows. */
 static void udp_tx_close(struct uroce_nic *nic, int tx)
 {
 	struct udp_priv *p = nic->net_priv;
 	struct tx_chunk *c;
-	int fd;
+	int fd, rxfd;
 
 	if (tx_fd(p, tx) < 0)
 		return;
 	c = atomic_load(&p->tx[tx / TX_CHUNK]);
 	pthread_mutex_lock(&p->tx_lock);
 	fd = atomic_exchange(&c->fd[tx % TX_CHUNK], -1);
+	rxfd = atomic_exchange(&c->rxfd[tx % TX_CHUNK], -1);
 	p->tx_hint = tx;
 	pthread_mutex_unlock(&p->tx_lock);
 	if (fd >= 0)
 		close(fd);
+	if (rxfd >= 0) {
+		epoll_ctl(p->epfd, EPOLL_CTL_DEL, rxfd, NULL);
+		/* the receiver may hold it from an earlier epoll_wait */
+		uroce_nic_quiesce(nic);
+		close(rxfd);
+	}
 }
 
 /* sendmmsg, retried on EINTR and, briefly, while the socket or device queue
@@ -482,13 +566,11 @@ static int udp_xmit(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
 static int udp_rx_fds(struct uroce_nic *nic, int *fds, int max)
 {
 	struct udp_priv *p = nic->net_priv;
-	const int all[] = { p->fd4, p->fd6, p->fdu };
-	int n = 0;
 
-	for (unsigned i = 0; i < ARRAY_SIZE(all) && n < max; i++)
-		if (all[i] >= 0)
-			fds[n++] = all[i];
-	return n;
+	if (max < 1)
+		return 0;
+	fds[0] = p->epfd;
+	return 1;
 }
 
 static unsigned dest_slot(const uint8_t *bth)
@@ -697,16 +779,19 @@ static int udp_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 		    unsigned max)
 {
 	struct udp_priv *p = nic->net_priv;
-	int fds[3], nfds = udp_rx_fds(nic, fds, ARRAY_SIZE(fds));
+	struct epoll_event ev[RX_READY_MAX];
 	unsigned used = 0, out = 0;
-	int err = 0;
+	int nready, err = 0;
 
 	if (max > UROCE_RX_BATCH)
 		max = UROCE_RX_BATCH;
+	nready = epoll_wait(p->epfd, ev, RX_READY_MAX, 0);
+	if (nready < 0)
+		return errno == EINTR ? 0 : -errno;
 	/* Buffers of forwarded or dropped datagrams are not reused within a
 	 * call, which keeps those of returned ones untouched. */
-	for (int k = 0; k < nfds && used < max; k++) {
-		int fd = fds[(p->rr + k) % nfds];
+	for (int k = 0; k < nready && used < max; k++) {
+		int fd = ev[k].data.fd;
 		int got = rx_batch(p, fd, used, max - used);
 
 		if (got < 0) {
@@ -722,7 +807,6 @@ static int udp_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 				out++;
 		used += got;
 	}
-	p->rr++;
 	return out ? (int)out : err;
 }
 
@@ -732,6 +816,7 @@ const struct uroce_net_ops uroce_net_udp = {
 	.close = udp_close,
 	.tx_open = udp_tx_open,
 	.tx_close = udp_tx_close,
+	.steer = udp_steer,
 	.xmit = udp_xmit,
 	.rx_fds = udp_rx_fds,
 	.recv = udp_recv,

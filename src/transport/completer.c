@@ -77,7 +77,10 @@ static void comp_progress(struct uroce_qp *qp, uint32_t new_psn)
 	qp->comp.retry_left = qp->attr.retry_cnt;
 	qp->comp.rnr_retry_left = qp->attr.rnr_retry;
 	qp->comp.rewound = false;
-	if (qp->comp.psn == qp->req.psn) {
+	/* acknowledged beyond where a rewind left the requester: skip ahead */
+	if (psn_diff(new_psn, qp->req.psn) > 0)
+		uroce_req_seek(qp, new_psn);
+	if (qp->comp.psn == qp->req.max_psn) {
 		qp->comp.deadline = 0;
 	} else {
 		uint64_t t = uroce_ack_timeout_ns(qp->attr.timeout);
@@ -117,7 +120,7 @@ static void comp_ack_upto(struct uroce_qp *qp, uint32_t upto)
 			comp_rewind(qp);
 			break;
 		}
-		if (wqe->state == WQE_SENT && psn_diff(upto, end) >= 0) {
+		if (psn_diff(upto, end) >= 0) {
 			comp_progress(qp, end);
 			uroce_comp_complete_tail(qp, IBV_WC_SUCCESS);
 			continue;
@@ -290,7 +293,7 @@ void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		goto out;
 	}
 	/* only PSNs we have sent and not yet had acknowledged are news */
-	if (psn_diff(pkt->psn, qp->req.psn) >= 0 ||
+	if (psn_diff(pkt->psn, qp->req.max_psn) >= 0 ||
 	    psn_diff(pkt->psn, qp->comp.psn) < -1) {
 		STAT_INC(qp->nic, rx_out_of_window);
 		goto out;
@@ -323,7 +326,7 @@ void uroce_comp_timer(struct uroce_qp *qp, uint64_t now)
 	if (!qp->comp.deadline || now < qp->comp.deadline)
 		return;
 	qp->comp.deadline = 0;
-	if (qp->comp.psn == qp->req.psn)
+	if (qp->comp.psn == qp->req.max_psn)
 		return;
 	STAT_INC(qp->nic, timeouts);
 	if (qp->comp.retry_left == 0) {

@@ -220,6 +220,8 @@ void uroce_req_progress(struct uroce_qp *qp)
 			wqe->first_psn = qp->req.psn;
 			wqe->npkts = wqe_npkts(qp, wqe);
 			wqe->state = WQE_SENDING;
+		} else if (wqe->state == WQE_SENT) {
+			wqe->state = WQE_SENDING;	/* resent after a rewind */
 		}
 
 		build_request(qp, wqe, &pkts[n++], &last);
@@ -230,6 +232,8 @@ void uroce_req_progress(struct uroce_qp *qp)
 			qp->req.psn = psn_add(qp->req.psn, 1);
 			qp->req.offset += qp->mtu;
 		}
+		if (psn_diff(qp->req.psn, qp->req.max_psn) > 0)
+			qp->req.max_psn = qp->req.psn;
 		if (last) {
 			wqe->state = WQE_SENT;
 			qp->req.offset = 0;
@@ -241,12 +245,19 @@ void uroce_req_progress(struct uroce_qp *qp)
 	flush_batch(qp, pkts, &n);
 }
 
-/* Go back to psn: every WQE from the one holding psn onwards is rebuilt
- * (they keep their PSNs, being resent in the same order). */
-void uroce_req_rewind(struct uroce_qp *qp, uint32_t psn)
+/*
+ * Resume building packets at psn.  WQEs keep the PSNs they were first given,
+ * so a resend rebuilds exactly the packets sent before; a psn past everything
+ * sent leaves the requester at the first WQE not yet started.
+ */
+void uroce_req_seek(struct uroce_qp *qp, uint32_t psn)
 {
-	for (uint32_t i = qp->sq_tail; i != qp->sq_head;
-	     i = (i + 1) % qp->sq_size) {
+	uint32_t i;
+
+	qp->req.psn = psn;
+	qp->req.offset = 0;
+	qp->req.since_ackreq = 0;
+	for (i = qp->sq_tail; i != qp->sq_head; i = (i + 1) % qp->sq_size) {
 		struct uroce_send_wqe *wqe = &qp->sq[i];
 		int32_t into;
 
@@ -255,20 +266,16 @@ void uroce_req_rewind(struct uroce_qp *qp, uint32_t psn)
 		into = psn_diff(psn, wqe->first_psn);
 		if (into < 0 || (uint32_t)into >= wqe->npkts)
 			continue;
-		qp->sq_next = i;
-		qp->req.psn = psn;
-		qp->req.offset = (uint32_t)into * qp->mtu;
-		qp->req.since_ackreq = 0;
 		wqe->state = WQE_SENDING;
-		for (uint32_t j = (i + 1) % qp->sq_size; j != qp->sq_head;
-		     j = (j + 1) % qp->sq_size) {
-			if (qp->sq[j].state == WQE_POSTED)
-				break;
-			if (wqe_is_read_or_atomic(&qp->sq[j]))
-				qp->req.rd_atomic_out--;
-			qp->sq[j].state = WQE_POSTED;
-		}
-		STAT_INC(qp->nic, retransmits);
-		return;
+		/* READ responses are asked for from where they are missing */
+		qp->req.offset = (uint32_t)into * qp->mtu;
+		break;
 	}
+	qp->sq_next = i;
+}
+
+void uroce_req_rewind(struct uroce_qp *qp, uint32_t psn)
+{
+	STAT_INC(qp->nic, retransmits);
+	uroce_req_seek(qp, psn);
 }

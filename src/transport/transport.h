@@ -24,6 +24,7 @@ struct uroce_pkt {
 
 /* requester.c, called with qp->sq_lock held */
 void uroce_req_progress(struct uroce_qp *qp);
+void uroce_req_seek(struct uroce_qp *qp, uint32_t psn);
 void uroce_req_rewind(struct uroce_qp *qp, uint32_t psn);
 
 /* completer.c */

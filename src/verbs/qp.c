@@ -287,7 +287,8 @@ static int qp_check_attr(struct uroce_qp *qp, const struct ibv_qp_attr *a,
 	return 0;
 }
 
-static int qp_apply_av(struct uroce_qp *qp, const struct ibv_ah_attr *ah)
+static int qp_apply_av(struct uroce_qp *qp, const struct ibv_ah_attr *ah,
+		       uint32_t dest_qpn)
 {
 	struct uroce_nic *nic = qp->nic;
 	int tx;
@@ -302,6 +303,10 @@ static int qp_apply_av(struct uroce_qp *qp, const struct ibv_ah_attr *ah)
 	if (tx < 0)
 		return -tx;
 	qp->tx = tx;
+	/* a uroce peer sends from the port its QPN hashes to */
+	if (nic->net->steer)
+		nic->net->steer(nic, tx, &qp->self, &qp->peer,
+				qp_sport(dest_qpn));
 	return 0;
 }
 
@@ -331,7 +336,9 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	if (err)
 		goto out;
 	if (mask & IBV_QP_AV) {
-		err = qp_apply_av(qp, &attr->ah_attr);
+		err = qp_apply_av(qp, &attr->ah_attr,
+				  (mask & IBV_QP_DEST_QPN) ? attr->dest_qp_num
+							   : qp->attr.dest_qp_num);
 		if (err)
 			goto out;
 		qp->attr.ah_attr = attr->ah_attr;
@@ -366,6 +373,7 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 		qp->resp.psn = attr->rq_psn;
 	if (mask & IBV_QP_SQ_PSN) {
 		qp->req.psn = attr->sq_psn;
+		qp->req.max_psn = attr->sq_psn;
 		qp->comp.psn = attr->sq_psn;
 	}
 	if (mask & IBV_QP_RETRY_CNT)

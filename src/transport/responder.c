@@ -195,6 +195,9 @@ static bool resp_place(struct uroce_qp *qp, const uint8_t *data, uint32_t len)
 static void resp_rnr(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	STAT_INC(qp->nic, rnr_naks_sent);
+	/* the rest of the message follows it: drop it silently, as after a
+	 * sequence NAK, until the requester retries this PSN */
+	qp->resp.nak_sent = true;
 	send_aeth(qp, AETH_RNR_NAK | (qp->attr.min_rnr_timer & 0x1F), pkt->psn);
 }
 

@@ -65,8 +65,10 @@ static inline void bth_init(uint8_t *b, uint8_t opcode, int se, int pad,
 			    uint16_t pkey, uint32_t qpn, int ackreq, uint32_t psn)
 {
 	b[0] = opcode;
-	/* MigReq 0 and TVer 0, as Linux rxe sends them */
-	b[1] = (se ? 0x80 : 0) | (pad & 3) << 4;
+	/* MigReq 1: with no alternate path a QP is in the Migrated state,
+	 * which RoCE NICs signal this way (the public ICRC vectors carry it;
+	 * rxe sends 0 and ignores it).  TVer 0. */
+	b[1] = (se ? 0x80 : 0) | 0x40 | (pad & 3) << 4;
 	b[2] = pkey >> 8;
 	b[3] = pkey;
 	put_be32(b + 4, qpn & QPN_MASK);

@@ -32,6 +32,16 @@ static int qp_check_caps(const struct ibv_qp_init_attr_ex *a)
 	return 0;
 }
 
+/* A QP keeps its PD, CQs and SRQ from being destroyed under it (EBUSY). */
+static void qp_hold(struct ibv_qp *ibqp, int delta)
+{
+	atomic_fetch_add(&to_upd(ibqp->pd)->use_cnt, delta);
+	atomic_fetch_add(&to_ucq(ibqp->send_cq)->use_cnt, delta);
+	atomic_fetch_add(&to_ucq(ibqp->recv_cq)->use_cnt, delta);
+	if (ibqp->srq)
+		atomic_fetch_add(&to_usrq(ibqp->srq)->use_cnt, delta);
+}
+
 static void qp_free(struct uroce_qp *qp)
 {
 	free(qp->sq);
@@ -189,6 +199,7 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,
 		goto fail;
 	ibqp->handle = qp->index;
 	qp->sport = qp_sport(ibqp->qp_num);
+	qp_hold(ibqp, 1);
 	return ibqp;
 fail:
 	qp_free(qp);
@@ -429,6 +440,7 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	qp = to_uqp(ibqp);
 	nic = qp->nic;
 	qp_unpublish(nic, qp);
+	qp_hold(ibqp, -1);
 	if (qp->tx >= 0)
 		nic->net->tx_close(nic, qp->tx);
 	pthread_mutex_destroy(&ibqp->mutex);

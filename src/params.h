@@ -46,6 +46,7 @@ enum uroce_params {
 	UROCE_RX_BATCH = 64,		/* datagrams per recvmmsg */
 	UROCE_TX_BATCH = 64,		/* datagrams per sendmmsg */
 	UROCE_MAX_HDR = 64,		/* largest header stack we build */
+	UROCE_GRH_LEN = 40,		/* UD: GRH area ahead of each message */
 	UROCE_RX_BUF = 4096 + 128,	/* MTU payload + headers + ICRC */
 };
 

@@ -158,7 +158,8 @@ int uroce_faults_apply(struct uroce_faults *f, struct uroce_rxpkt *pkts,
 	X(rx_duplicate) X(rx_forwarded) X(rx_forward_failed) X(tx_errors)      \
 	X(retransmits) X(timeouts) X(rnr_naks_sent) X(rnr_naks_rcvd)           \
 	X(seq_naks_sent) X(seq_naks_rcvd) X(fault_drops) X(fault_dups)         \
-	X(fault_reorders) X(access_errors) X(rx_errors)
+	X(fault_reorders) X(access_errors) X(rx_errors) X(rx_bad_qkey)        \
+	X(rx_dropped_msgs)
 
 struct uroce_stats {
 #define UROCE_STAT_FIELD(n) atomic_ulong n;
@@ -276,6 +277,7 @@ struct uroce_ah {
 	struct ibv_ah ibah;
 	struct ibv_ah_attr attr;
 	union uroce_sockaddr dst;
+	union uroce_sockaddr src;	/* the SGID's address */
 };
 
 /* A local scatter/gather element resolved to host memory at post time. */
@@ -363,6 +365,7 @@ struct uroce_qp {
 	union uroce_sockaddr peer;	/* dgid, port 4791 */
 	union uroce_sockaddr self;	/* our sgid address */
 	int tx;				/* net backend tx handle, -1 none */
+	int tx6;			/* UD: the IPv6 one (tx is IPv4) */
 	uint16_t sport;
 
 	/* send queue: requester + completer state, guarded by sq_lock */
@@ -398,6 +401,9 @@ struct uroce_qp {
 		uint32_t psn;		/* expected PSN */
 		uint32_t msn;
 		bool nak_sent;		/* one sequence NAK per gap */
+		bool drop_msg;		/* UC: ignore packets until a FIRST/ONLY */
+		bool cur_held;		/* cur is taken but its message was lost
+					 * (UC): reuse it for the next one */
 		bool ack_pending;
 		uint8_t ack_syndrome;	/* to send with the pending ACK */
 		uint32_t ack_psn;

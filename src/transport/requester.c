@@ -103,9 +103,13 @@ static void finish_pkt(struct uroce_qp *qp, struct uroce_txpkt *p,
 static void build_request(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 			  struct uroce_txpkt *p, bool *last_out)
 {
+	enum ibv_qp_type type = qp->ibqpx.qp_base.qp_type;
+	uint8_t service = type == IBV_QPT_UD ? IB_OPC_UD :
+			  type == IBV_QPT_UC ? IB_OPC_UC : IB_OPC_RC;
 	uint32_t off = qp->req.offset;
 	uint32_t psn = qp->req.psn;
-	uint32_t dqpn = qp->attr.dest_qp_num;
+	uint32_t dqpn = type == IBV_QPT_UD ? wqe->remote_qpn
+					   : qp->attr.dest_qp_num;
 	uint16_t pkey = UROCE_DEFAULT_PKEY;
 	uint8_t *h = p->hdr;
 	unsigned hl = BTH_LEN, npay = 0;
@@ -145,9 +149,20 @@ static void build_request(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 		paylen = left > qp->mtu ? qp->mtu : left;
 		last = paylen == left;
 		op = send_opcode(wqe, first, last);
-		ackreq = last || qp->req.since_ackreq + 1 >= UROCE_ACKREQ_EVERY;
-		bth_init(h, IB_OPC_RC | op, last && (wqe->send_flags & IBV_SEND_SOLICITED),
+		/* only RC acknowledges */
+		ackreq = service == IB_OPC_RC &&
+			 (last || qp->req.since_ackreq + 1 >= UROCE_ACKREQ_EVERY);
+		bth_init(h, service | op, last && (wqe->send_flags & IBV_SEND_SOLICITED),
 			 0, pkey, dqpn, ackreq, psn);
+		if (service == IB_OPC_UD) {
+			/* a Q_Key with the high bit set means "use the QP's"
+			 * (IBTA 10.2.5) */
+			uint32_t qkey = wqe->remote_qkey & 0x80000000u ?
+					qp->attr.qkey : wqe->remote_qkey;
+
+			deth_set(h + hl, qkey, qp->ibqpx.qp_base.qp_num);
+			hl += DETH_LEN;
+		}
 		if (first && write) {
 			reth_set(h + hl, wqe->remote_addr, wqe->rkey, wqe->length);
 			hl += RETH_LEN;
@@ -162,6 +177,10 @@ static void build_request(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 	}
 	}
 	finish_pkt(qp, p, hl, npay, paylen);
+	if (service == IB_OPC_UD) {
+		p->dst = &wqe->ah->dst;
+		p->src = &wqe->ah->src;
+	}
 	if (bth_ackreq(h))
 		qp->req.since_ackreq = 0;
 	else
@@ -189,6 +208,55 @@ static void flush_batch(struct uroce_qp *qp, struct uroce_txpkt *pkts,
 	*n = 0;
 }
 
+/*
+ * UC and UD: nothing is acknowledged, so a WQE completes as soon as its last
+ * packet is handed to the network (IBTA 9.8.3, 9.8.4).
+ */
+static void req_progress_unacked(struct uroce_qp *qp, enum ibv_qp_state state)
+{
+	struct uroce_txpkt pkts[REQ_TX_BATCH];
+	unsigned n = 0, done = 0;
+
+	while (qp->sq_next != qp->sq_head) {
+		struct uroce_send_wqe *wqe = &qp->sq[qp->sq_next];
+		bool last;
+
+		if (wqe->state == WQE_POSTED) {
+			if (state == IBV_QPS_SQD)
+				break;
+			wqe->first_psn = qp->req.psn;
+			wqe->npkts = wqe_npkts(qp, wqe);
+			wqe->state = WQE_SENDING;
+		}
+		/* one batch goes out of one socket: UD may alternate families */
+		if (n && pkts[0].dst->sa.sa_family !=
+			 (wqe->ah ? wqe->ah->dst.sa.sa_family
+				  : qp->peer.sa.sa_family)) {
+			uroce_xmit(qp, pkts, n);
+			n = 0;
+		}
+		build_request(qp, wqe, &pkts[n++], &last);
+		qp->req.psn = psn_add(qp->req.psn, 1);
+		qp->req.offset += qp->mtu;
+		if (last) {
+			wqe->state = WQE_SENT;
+			qp->req.offset = 0;
+			qp->sq_next = (qp->sq_next + 1) % qp->sq_size;
+			done++;
+		}
+		if (n == REQ_TX_BATCH) {
+			uroce_xmit(qp, pkts, n);
+			n = 0;
+		}
+	}
+	if (n)
+		uroce_xmit(qp, pkts, n);
+	qp->req.max_psn = qp->req.psn;
+	qp->comp.psn = qp->req.psn;
+	while (done--)
+		uroce_comp_complete_tail(qp, IBV_WC_SUCCESS);
+}
+
 void uroce_req_progress(struct uroce_qp *qp)
 {
 	struct uroce_txpkt pkts[REQ_TX_BATCH];
@@ -198,6 +266,10 @@ void uroce_req_progress(struct uroce_qp *qp)
 
 	if ((state != IBV_QPS_RTS && state != IBV_QPS_SQD) || qp->req.rnr_until)
 		return;
+	if (qp->ibqpx.qp_base.qp_type != IBV_QPT_RC) {
+		req_progress_unacked(qp, state);
+		return;
+	}
 
 	while (qp->sq_next != qp->sq_head) {
 		struct uroce_send_wqe *wqe = &qp->sq[qp->sq_next];

@@ -3,6 +3,7 @@
  * payloads into receive WQEs, RDMA WRITEs into registered memory, answers
  * READs and atomics, and acknowledges.  Runs in the engine under rx_lock.
  */
+#include <arpa/inet.h>
 #include <string.h>
 
 #include "transport/hdr.h"
@@ -110,12 +111,16 @@ static bool resp_take_wqe(struct uroce_qp *qp)
 	struct uroce_rq *rq = resp_rq(qp);
 	bool ok;
 
+	qp->resp.cur_offset = 0;
+	if (qp->resp.cur_held) {
+		qp->resp.cur_held = false;
+		return true;
+	}
 	pthread_mutex_lock(&rq->lock);
 	ok = uroce_rq_pop(rq, &qp->resp.cur, qp->resp.cur_sge);
 	pthread_mutex_unlock(&rq->lock);
 	if (ok && qp->srq)
 		uroce_srq_check_limit(qp->srq);
-	qp->resp.cur_offset = 0;
 	return ok;
 }
 
@@ -143,8 +148,9 @@ void uroce_resp_flush(struct uroce_qp *qp)
 {
 	struct uroce_sge sges[UROCE_MAX_SGE];
 
-	if (qp->resp.in_send) {
+	if (qp->resp.in_send || qp->resp.cur_held) {
 		qp->resp.in_send = false;
+		qp->resp.cur_held = false;
 		resp_complete_recv(qp, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0,
 				   NULL, false);
 	}
@@ -192,8 +198,23 @@ static bool resp_place(struct uroce_qp *qp, const uint8_t *data, uint32_t len)
 
 /* ---- errors -------------------------------------------------------------- */
 
+/* UC cannot tell the requester anything: the message is lost. */
+static void resp_uc_drop(struct uroce_qp *qp)
+{
+	STAT_INC(qp->nic, rx_dropped_msgs);
+	if (qp->resp.in_send)
+		qp->resp.cur_held = true;
+	qp->resp.in_send = false;
+	qp->resp.in_write = false;
+	qp->resp.drop_msg = true;
+}
+
 static void resp_rnr(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
+	if (qp->ibqpx.qp_base.qp_type != IBV_QPT_RC) {
+		resp_uc_drop(qp);
+		return;
+	}
 	STAT_INC(qp->nic, rnr_naks_sent);
 	/* the rest of the message follows it: drop it silently, as after a
 	 * sequence NAK, until the requester retries this PSN */
@@ -209,6 +230,12 @@ static void resp_fatal(struct uroce_qp *qp, struct uroce_pkt *pkt,
 
 	if (code == AETH_NAK_REM_ACCESS)
 		STAT_INC(qp->nic, access_errors);
+	if (qp->ibqpx.qp_base.qp_type != IBV_QPT_RC) {
+		/* UC has no NAK: the message is silently dropped (C9-...
+		 * 9.8.3.1); the QP carries on */
+		resp_uc_drop(qp);
+		return;
+	}
 	send_aeth(qp, AETH_NAK | code, pkt->psn);
 	ev.event_type = code == AETH_NAK_REM_ACCESS ? IBV_EVENT_QP_ACCESS_ERR
 						    : IBV_EVENT_QP_REQ_ERR;
@@ -463,6 +490,136 @@ static bool resp_sequence_ok(struct uroce_qp *qp, uint32_t mask)
 	return (mask & OPM_FIRST) || (mask & (OPM_READ | OPM_ATOMIC));
 }
 
+/*
+ * UC (IBTA 9.8.3): in-order packets as on RC, but no ACK, NAK or
+ * retransmission.  After a PSN gap the message in progress is lost and the
+ * responder resynchronises on the next FIRST or ONLY packet, whatever its
+ * PSN; a receive WQE the lost message had started is reused.
+ */
+static void resp_uc(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	bool starts = pkt->mask & OPM_FIRST;
+
+	if (pkt->psn != qp->resp.psn) {
+		STAT_INC(qp->nic, rx_out_of_window);
+		if (qp->resp.in_send || qp->resp.in_write)
+			resp_uc_drop(qp);
+		if (!starts)
+			return;
+		qp->resp.psn = pkt->psn;
+	} else if (qp->resp.drop_msg ||
+		   ((qp->resp.in_send || qp->resp.in_write) && starts)) {
+		/* a message begun after a lost end replaces the old one */
+		if (!starts) {
+			qp->resp.psn = psn_add(qp->resp.psn, 1);
+			return;
+		}
+		if (qp->resp.in_send || qp->resp.in_write)
+			resp_uc_drop(qp);
+	}
+	qp->resp.drop_msg = false;
+	if (!resp_sequence_ok(qp, pkt->mask) ||
+	    ((pkt->mask & (OPM_FIRST | OPM_MIDDLE)) && !(pkt->mask & OPM_LAST) &&
+	     pkt->paylen != qp->mtu) || pkt->paylen > qp->mtu) {
+		STAT_INC(qp->nic, rx_malformed);
+		resp_uc_drop(qp);
+		qp->resp.psn = psn_add(qp->resp.psn, 1);
+		return;
+	}
+	if (pkt->mask & OPM_SEND)
+		resp_send(qp, pkt);
+	else
+		resp_write(qp, pkt);
+	if (qp->resp.drop_msg)	/* dropped: its PSN is still used up */
+		qp->resp.psn = psn_add(pkt->psn, 1);
+	qp->resp.ack_pending = false;
+}
+
+/* The 40-byte GRH area of a UD receive buffer (IBTA 11.4.1.2): the IPv6
+ * header, or for IPv4 the IPv4 header in its last 20 bytes, as RoCE v2
+ * devices write it and ibv_init_ah_from_wc reads it. */
+static void ud_grh(const struct uroce_pkt *pkt, uint8_t *grh)
+{
+	const struct uroce_rxpkt *rx = pkt->rx;
+	uint32_t udp_len = 8 + rx->len;
+
+	memset(grh, 0, UROCE_GRH_LEN);
+	if (rx->src.sa.sa_family == AF_INET) {
+		uint8_t *ip = grh + 20;
+		uint32_t sum = 0;
+
+		ip[0] = 0x45;
+		ip[1] = rx->tos;
+		ip[2] = (20 + udp_len) >> 8;
+		ip[3] = 20 + udp_len;
+		ip[6] = 0x40;		/* DF; the ID is not visible to us */
+		ip[8] = 64;		/* nor the TTL: the usual default */
+		ip[9] = IPPROTO_UDP;
+		memcpy(ip + 12, &rx->src.in4.sin_addr, 4);
+		memcpy(ip + 16, &rx->dst.in4.sin_addr, 4);
+		for (int i = 0; i < 20; i += 2)
+			sum += (uint32_t)ip[i] << 8 | ip[i + 1];
+		while (sum >> 16)
+			sum = (sum & 0xffff) + (sum >> 16);
+		ip[10] = ~sum >> 8;
+		ip[11] = ~sum;
+	} else {
+		uint32_t vtf = htonl(6u << 28 | (uint32_t)rx->tos << 20);
+
+		memcpy(grh, &vtf, 4);
+		grh[4] = udp_len >> 8;
+		grh[5] = udp_len;
+		grh[6] = IPPROTO_UDP;
+		grh[7] = 64;
+		memcpy(grh + 8, &rx->src.in6.sin6_addr, 16);
+		memcpy(grh + 24, &rx->dst.in6.sin6_addr, 16);
+	}
+}
+
+/* UD (IBTA 9.8.4): single-packet SENDs checked against the Q_Key; with no
+ * receive WQE posted the datagram is silently dropped. */
+static void resp_ud(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	const struct ib_opcode_info *info = &ib_opcodes[pkt->opcode];
+	const uint8_t *deth = pkt->bth + info->deth;
+	uint8_t grh[UROCE_GRH_LEN];
+	struct ibv_wc wc = {
+		.status = IBV_WC_SUCCESS,
+		.opcode = IBV_WC_RECV,
+		.qp_num = qp->ibqpx.qp_base.qp_num,
+		.src_qp = deth_sqpn(deth),
+		.wc_flags = IBV_WC_GRH,
+	};
+
+	if (deth_qkey(deth) != qp->attr.qkey) {
+		STAT_INC(qp->nic, rx_bad_qkey);
+		return;
+	}
+	if (pkt->paylen > 128u << qp->nic->cfg->max_mtu) {
+		STAT_INC(qp->nic, rx_malformed);
+		return;
+	}
+	if (!resp_take_wqe(qp)) {
+		STAT_INC(qp->nic, rx_dropped_msgs);
+		return;
+	}
+	ud_grh(pkt, grh);
+	wc.wr_id = qp->resp.cur.wr_id;
+	if (!resp_place(qp, grh, sizeof(grh)) ||
+	    !resp_place(qp, pkt->payload, pkt->paylen)) {
+		wc.status = IBV_WC_LOC_LEN_ERR;
+		wc.byte_len = 0;
+	} else {
+		wc.byte_len = qp->resp.cur_offset;
+	}
+	if (info->immdt) {
+		memcpy(&wc.imm_data, pkt->bth + info->immdt, IMMDT_LEN);
+		wc.wc_flags |= IBV_WC_WITH_IMM;
+	}
+	uroce_cq_push(to_ucq(qp->ibqpx.qp_base.recv_cq), &wc,
+		      bth_se(pkt->bth));
+}
+
 void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	enum ibv_qp_state state = atomic_load(&qp->state);
@@ -471,6 +628,14 @@ void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	if (state != IBV_QPS_RTR && state != IBV_QPS_RTS &&
 	    state != IBV_QPS_SQD) {
 		STAT_INC(qp->nic, rx_bad_state);
+		return;
+	}
+	if (qp->ibqpx.qp_base.qp_type == IBV_QPT_UD) {
+		resp_ud(qp, pkt);
+		return;
+	}
+	if (qp->ibqpx.qp_base.qp_type == IBV_QPT_UC) {
+		resp_uc(qp, pkt);
 		return;
 	}
 	d = psn_diff(pkt->psn, qp->resp.psn);

@@ -41,6 +41,8 @@ int uroce_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n)
 			       uroce_icrc_compute(&ip, p->iov, p->niov));
 		tail->iov_len = pad + ICRC_LEN;
 	}
-	sent = nic->net->xmit(nic, qp->tx, pkts, n);
+	/* a UD QP has a socket per address family; the caller batches by it */
+	sent = nic->net->xmit(nic, pkts[0].dst->sa.sa_family == AF_INET6 &&
+				   qp->tx6 >= 0 ? qp->tx6 : qp->tx, pkts, n);
 	return sent;
 }

@@ -29,7 +29,6 @@ enum {
 UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *ibpd,
 					  struct ibv_ah_attr *attr)
 {
-	union uroce_sockaddr self;
 	struct uroce_nic *nic;
 	struct uroce_ah *ah;
 
@@ -51,8 +50,8 @@ UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *ibpd,
 	uroce_gid_to_sockaddr(&attr->grh.dgid, nic->cfg->udp_port, &ah->dst);
 	/* an IPv4 source cannot reach an IPv6 destination or the reverse */
 	uroce_gid_to_sockaddr(&nic->gids[attr->grh.sgid_index].gid,
-			      nic->cfg->udp_port, &self);
-	if (self.sa.sa_family != ah->dst.sa.sa_family) {
+			      nic->cfg->udp_port, &ah->src);
+	if (ah->src.sa.sa_family != ah->dst.sa.sa_family) {
 		free(ah);
 		errno = EINVAL;
 		return NULL;

@@ -136,8 +136,9 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
-	if (attr->qp_type != IBV_QPT_RC) {
-		errno = EOPNOTSUPP;
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC &&
+	    attr->qp_type != IBV_QPT_UD) {
+		errno = EOPNOTSUPP;	/* XRC, raw packet, driver QPs */
 		return NULL;
 	}
 	if (!attr->send_cq || !attr->recv_cq || attr->pd->context != ibctx ||
@@ -161,6 +162,7 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,
 	qp->nic = ctx->nic;
 	qp->ctx = ctx;
 	qp->tx = -1;
+	qp->tx6 = -1;
 	qp->srq = attr->srq ? to_usrq(attr->srq) : NULL;
 	if (qp->srq) {
 		attr->cap.max_recv_wr = 0;
@@ -193,6 +195,12 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,
 	qp->attr.cap = attr->cap;
 	qp->attr.qp_state = IBV_QPS_RESET;
 	qp->attr.path_mtu = IBV_MTU_1024;
+	qp->mtu = 1024;
+	if (attr->qp_type == IBV_QPT_UD) {
+		/* UD messages are single packets of up to the port's MTU */
+		qp->attr.path_mtu = qp->nic->cfg->max_mtu;
+		qp->mtu = 128u << qp->nic->cfg->max_mtu;
+	}
 
 	err = qp_publish(ctx->nic, qp);
 	if (err)
@@ -321,6 +329,21 @@ static int qp_apply_av(struct uroce_qp *qp, const struct ibv_ah_attr *ah,
 	return 0;
 }
 
+/* A UD QP sends to any address its AHs name: one socket per family.  A
+ * host without IPv6 still runs UD over IPv4. */
+static int qp_open_ud(struct uroce_qp *qp)
+{
+	struct uroce_nic *nic = qp->nic;
+	int tx = nic->net->tx_open(nic, AF_INET, qp->sport);
+
+	if (tx < 0)
+		return -tx;
+	qp->tx = tx;
+	tx = nic->net->tx_open(nic, AF_INET6, qp->sport);
+	qp->tx6 = tx >= 0 ? tx : -1;
+	return 0;
+}
+
 UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 			       int mask)
 {
@@ -346,6 +369,12 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	err = qp_check_attr(qp, attr, mask);
 	if (err)
 		goto out;
+	if (ibqp->qp_type == IBV_QPT_UD && qp->tx < 0 && next != IBV_QPS_RESET &&
+	    next != IBV_QPS_ERR) {
+		err = qp_open_ud(qp);
+		if (err)
+			goto out;
+	}
 	if (mask & IBV_QP_AV) {
 		err = qp_apply_av(qp, &attr->ah_attr,
 				  (mask & IBV_QP_DEST_QPN) ? attr->dest_qp_num
@@ -443,6 +472,8 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	qp_hold(ibqp, -1);
 	if (qp->tx >= 0)
 		nic->net->tx_close(nic, qp->tx);
+	if (qp->tx6 >= 0)
+		nic->net->tx_close(nic, qp->tx6);
 	pthread_mutex_destroy(&ibqp->mutex);
 	pthread_cond_destroy(&ibqp->cond);
 	qp_free(qp);
@@ -488,17 +519,20 @@ void uroce_qp_to_error(struct uroce_qp *qp, bool async_event)
 
 /* ---- posting ------------------------------------------------------------- */
 
-static bool opcode_ok_for_rc(enum ibv_wr_opcode op)
+/* The operations each transport service offers (IBTA 9.4 table 35...). */
+static bool opcode_ok(enum ibv_qp_type type, enum ibv_wr_opcode op)
 {
 	switch (op) {
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
+		return true;
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return type != IBV_QPT_UD;
 	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return true;
+		return type == IBV_QPT_RC;
 	default:
 		return false;
 	}
@@ -534,7 +568,7 @@ static int build_send_wqe(struct uroce_qp *qp, uint32_t slot,
 			 wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
 	int err;
 
-	if (!opcode_ok_for_rc(wr->opcode))
+	if (!opcode_ok(qp->ibqpx.qp_base.qp_type, wr->opcode))
 		return EINVAL;
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->init.cap.max_send_sge)
 		return EINVAL;
@@ -548,6 +582,16 @@ static int build_send_wqe(struct uroce_qp *qp, uint32_t slot,
 	wqe->imm = wr->imm_data;
 	wqe->state = WQE_POSTED;
 	wqe->status = IBV_WC_SUCCESS;
+	wqe->ah = NULL;
+	if (qp->ibqpx.qp_base.qp_type == IBV_QPT_UD) {
+		if (!wr->wr.ud.ah || wr->wr.ud.ah->pd != qp->ibqpx.qp_base.pd)
+			return EINVAL;
+		wqe->ah = to_uah(wr->wr.ud.ah);
+		wqe->remote_qpn = wr->wr.ud.remote_qpn & QPN_MASK;
+		wqe->remote_qkey = wr->wr.ud.remote_qkey;
+		if (wqe->ah->dst.sa.sa_family == AF_INET6 && qp->tx6 < 0)
+			return EINVAL;
+	}
 	if (is_atomic) {
 		wqe->remote_addr = wr->wr.atomic.remote_addr;
 		wqe->rkey = wr->wr.atomic.rkey;
@@ -570,6 +614,9 @@ static int build_send_wqe(struct uroce_qp *qp, uint32_t slot,
 	if (err)
 		return err;
 	if (wqe->length > UROCE_MAX_MSG_SZ)
+		return EINVAL;
+	/* a UD message is one packet of at most the port's MTU */
+	if (wqe->ah && wqe->length > qp->mtu)
 		return EINVAL;
 	if (is_atomic && (wqe->num_sge != 1 || wqe->length < 8))
 		return EINVAL;

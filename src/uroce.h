@@ -43,6 +43,7 @@ struct uroce_config {
 	unsigned window;		/* UROCE_WINDOW: packets in flight per QP */
 	struct uroce_faults_cfg faults;	/* UROCE_FAULTS=drop=0.02,dup=..,reorder=..,seed=7 */
 	int debug;			/* UROCE_DEBUG=1: log drops to stderr */
+	char pcap[256];			/* UROCE_PCAP: capture file; empty = off */
 };
 
 /* Loaded once from the environment (and the file named by UROCE_CONFIG). */
@@ -159,7 +160,7 @@ int uroce_faults_apply(struct uroce_faults *f, struct uroce_rxpkt *pkts,
 	X(retransmits) X(timeouts) X(rnr_naks_sent) X(rnr_naks_rcvd)           \
 	X(seq_naks_sent) X(seq_naks_rcvd) X(fault_drops) X(fault_dups)         \
 	X(fault_reorders) X(access_errors) X(rx_errors) X(rx_bad_qkey)        \
-	X(rx_dropped_msgs)
+	X(rx_dropped_msgs) X(pcap_drops)
 
 struct uroce_stats {
 #define UROCE_STAT_FIELD(n) atomic_ulong n;
@@ -205,6 +206,9 @@ struct uroce_nic {
 	int wake_fd;			/* eventfd: timers re-armed earlier */
 	atomic_bool stop;
 	atomic_uint_fast64_t engine_sleep_until;	/* ns, CLOCK_MONOTONIC */
+	/* ns of the last time an application thread polled an empty CQ and
+	 * received for itself: the engine leaves receiving to it meanwhile */
+	atomic_uint_fast64_t app_poll_ns;
 	pthread_mutex_t rx_lock;	/* one receiver at a time keeps order */
 	atomic_uint engine_seq;		/* odd while touching QPs/MRs */
 

@@ -16,6 +16,12 @@
 /* While any timer is armed the engine wakes at least this often, so that a
  * posting thread rarely needs to kick it (kicks cost a syscall each). */
 #define ENGINE_TIMER_TICK_NS 1000000ull
+/* While an application thread busy-polls a CQ it receives for itself, and
+ * the engine stays off the sockets for this long after its last poll: two
+ * receivers would only contend for rx_lock, and on a busy machine the
+ * engine thread can be preempted holding it, stalling the poller for a
+ * scheduler tick. */
+#define ENGINE_DEFER_NS 200000ull
 /* Datagrams handled before the timers get a look, bounding their lateness. */
 #define ENGINE_RX_BUDGET 256
 
@@ -110,9 +116,13 @@ static void *engine_main(void *arg)
 
 	while (!atomic_load(&nic->stop)) {
 		uint64_t now = uroce_now_ns(), sleep_until = next;
+		uint64_t app = atomic_load(&nic->app_poll_ns);
+		bool defer = now - app < ENGINE_DEFER_NS;
 		struct timespec ts, *tsp = NULL;
 
-		if (next != UINT64_MAX) {
+		if (defer && sleep_until > app + ENGINE_DEFER_NS)
+			sleep_until = app + ENGINE_DEFER_NS;
+		if (sleep_until != UINT64_MAX) {
 			if (sleep_until > now + ENGINE_TIMER_TICK_NS)
 				sleep_until = now + ENGINE_TIMER_TICK_NS;
 			uint64_t d = sleep_until > now ? sleep_until - now : 0;
@@ -121,7 +131,11 @@ static void *engine_main(void *arg)
 			tsp = &ts;
 		}
 		atomic_store(&nic->engine_sleep_until, sleep_until);
-		ppoll(pfd, nfds + 1, tsp, NULL);
+		/* deferring: wait for a kick or the deadline, not for data */
+		if (defer)
+			ppoll(&pfd[nfds], 1, tsp, NULL);
+		else
+			ppoll(pfd, nfds + 1, tsp, NULL);
 
 		if (pfd[nfds].revents & POLLIN) {
 			uint64_t v;
@@ -133,7 +147,9 @@ static void *engine_main(void *arg)
 
 		pthread_mutex_lock(&nic->rx_lock);
 		engine_enter(nic);
-		engine_receive(nic, pkts);
+		if (uroce_now_ns() - atomic_load(&nic->app_poll_ns) >=
+		    ENGINE_DEFER_NS)
+			engine_receive(nic, pkts);
 		/* From here a poster must kick us if it arms an earlier timer
 		 * than the one we are about to compute (see uroce_nic_kick). */
 		atomic_store(&nic->engine_sleep_until, UINT64_MAX);
@@ -148,6 +164,7 @@ void uroce_engine_poll(struct uroce_nic *nic)
 {
 	struct uroce_rxpkt pkts[UROCE_RX_BATCH];
 
+	atomic_store(&nic->app_poll_ns, uroce_now_ns());
 	/* Whoever holds rx_lock is already receiving: nothing to add. */
 	if (pthread_mutex_trylock(&nic->rx_lock))
 		return;

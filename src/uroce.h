@@ -370,6 +370,7 @@ struct uroce_qp {
 	union uroce_sockaddr self;	/* our sgid address */
 	int tx;				/* net backend tx handle, -1 none */
 	int tx6;			/* UD: the IPv6 one (tx is IPv4) */
+	struct uroce_wr_stage *wr_stage;	/* ibv_wr_* API, or NULL */
 	uint16_t sport;
 
 	/* send queue: requester + completer state, guarded by sq_lock */

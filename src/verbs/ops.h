@@ -6,6 +6,10 @@
 
 /* qp.c */
 int uroce_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
+/* qp_ex.c: the ibv_wr_* API of QPs created with send_ops_flags */
+int uroce_qp_ex_check(const struct ibv_qp_init_attr_ex *attr);
+int uroce_qp_ex_init(struct uroce_qp *qp, const struct ibv_qp_init_attr_ex *attr);
+void uroce_qp_ex_free(struct uroce_qp *qp);
 int uroce_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
 struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr);
 /* cq.c */

@@ -44,6 +44,7 @@ static void qp_hold(struct ibv_qp *ibqp, int delta)
 
 static void qp_free(struct uroce_qp *qp)
 {
+	uroce_qp_ex_free(qp);
 	free(qp->sq);
 	free(qp->sq_sges);
 	free(qp->sq_inline);
@@ -131,8 +132,9 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,
 		errno = EINVAL;
 		return NULL;
 	}
-	if (attr->comp_mask & ~IBV_QP_INIT_ATTR_PD) {
-		/* create flags, send-ops (ibv_wr_*), XRC, RSS: not yet */
+	if (attr->comp_mask & ~(IBV_QP_INIT_ATTR_PD |
+				IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+		/* create flags, XRC, RSS, TSO: not supported */
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -147,6 +149,8 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,
 		return NULL;
 	}
 	err = qp_check_caps(attr);
+	if (!err && (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
+		err = uroce_qp_ex_check(attr);
 	if (err) {
 		errno = err;
 		return NULL;
@@ -169,6 +173,8 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,
 		attr->cap.max_recv_sge = 0;
 	}
 	err = qp_alloc_queues(qp, &attr->cap);
+	if (!err && (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
+		err = uroce_qp_ex_init(qp, attr);
 	if (err)
 		goto fail;
 
@@ -480,13 +486,14 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	return 0;
 }
 
-UROCE_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
+UROCE_EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *ibqp)
 {
-	/* Only QPs created with send-ops flags have the ibv_wr_* API, and we
-	 * do not create those yet. */
-	(void)qp;
-	errno = EOPNOTSUPP;
-	return NULL;
+	/* only QPs created with send_ops_flags have the ibv_wr_* API */
+	if (!ibqp || !to_uqp(ibqp)->wr_stage) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	return &to_uqp(ibqp)->ibqpx;
 }
 
 /* Move to ERR and flush both queues (IBTA 10.3.1: outstanding WRs complete

@@ -202,6 +202,14 @@ static const char *set_debug(struct uroce_config *c, const char *v)
 	return NULL;
 }
 
+static const char *set_pcap(struct uroce_config *c, const char *v)
+{
+	if (strlen(v) >= sizeof(c->pcap))
+		return "path too long";
+	strcpy(c->pcap, v);
+	return NULL;
+}
+
 static const struct setting {
 	const char *var;	/* environment variable */
 	const char *key;	/* key in the UROCE_CONFIG file */
@@ -213,6 +221,7 @@ static const struct setting {
 	{ "UROCE_WINDOW", "window", set_window },
 	{ "UROCE_FAULTS", "faults", set_faults },
 	{ "UROCE_DEBUG", "debug", set_debug },
+	{ "UROCE_PCAP", "pcap", set_pcap },
 };
 
 static void apply(const struct setting *s, const char *value,

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "net/pcap.h"
 #include "uroce.h"
 
 enum {
@@ -66,6 +67,7 @@ enum { RX_STRIDE = sizeof(struct fwd_hdr) + UROCE_RX_BUF };
 struct tx_chunk {
 	atomic_int fd[TX_CHUNK];	/* -1 = free */
 	atomic_int rxfd[TX_CHUNK];	/* its direct receive socket, or -1 */
+	uint16_t sport[TX_CHUNK];	/* its UDP source port, for captures */
 };
 
 struct udp_priv {
@@ -73,6 +75,7 @@ struct udp_priv {
 	int epfd;			/* every receiving socket */
 	uid_t uid;
 	uint16_t port;
+	struct uroce_pcap *pcap;	/* UROCE_PCAP, or NULL */
 
 	/* Handle -> socket.  Chunks are never freed before close, so xmit
 	 * looks up without the lock while tx_open grows the table. */
@@ -248,6 +251,7 @@ static void udp_close(struct uroce_nic *nic)
 		}
 		free(chunk);
 	}
+	uroce_pcap_close(p->pcap);
 	pthread_mutex_destroy(&p->tx_lock);
 	free(p);
 	nic->net_priv = NULL;
@@ -265,6 +269,8 @@ static int udp_open(struct uroce_nic *nic)
 	p->port = nic->cfg->udp_port;
 	pthread_mutex_init(&p->tx_lock, NULL);
 	nic->net_priv = p;
+	if (nic->cfg->pcap[0])
+		p->pcap = uroce_pcap_open(nic->cfg->pcap);
 
 	err = rx_socket(AF_INET, p->port, &p->fd4);
 	if (!err) {
@@ -290,7 +296,7 @@ static int udp_open(struct uroce_nic *nic)
 
 /* ---- transmit ------------------------------------------------------------ */
 
-static int tx_insert(struct udp_priv *p, int fd)
+static int tx_insert(struct udp_priv *p, int fd, uint16_t sport)
 {
 	int ret = -ENOSPC;
 
@@ -312,6 +318,7 @@ static int tx_insert(struct udp_priv *p, int fd)
 			atomic_store(&p->tx[h / TX_CHUNK], c);
 		}
 		if (atomic_load(&c->fd[h % TX_CHUNK]) < 0) {
+			c->sport[h % TX_CHUNK] = sport;
 			atomic_store(&c->fd[h % TX_CHUNK], fd);
 			p->tx_hint = h + 1;
 			ret = h;
@@ -403,7 +410,7 @@ static int udp_tx_open(struct uroce_nic *nic, int family, uint16_t sport)
 		STAT_INC(nic, tx_errors);
 		return fd;
 	}
-	h = tx_insert(nic->net_priv, fd);
+	h = tx_insert(nic->net_priv, fd, sport);
 	if (h < 0) {
 		close(fd);
 		STAT_INC(nic, tx_errors);
@@ -494,10 +501,36 @@ static int send_batch(int fd, struct mmsghdr *msg, unsigned n)
 	}
 }
 
+/* Capturing is a debugging aid: kept out of line, the hot paths pay one
+ * test of p->pcap.  One datagram: a GSO run of n packets, segment i of
+ * which leaves with IPv4 identification i. */
+static void __attribute__((cold)) capture_tx(struct uroce_nic *nic, int tx,
+					     const struct uroce_txpkt *pkts,
+					     unsigned n)
+{
+	struct udp_priv *p = nic->net_priv;
+	struct tx_chunk *c = atomic_load(&p->tx[tx / TX_CHUNK]);
+
+	for (unsigned i = 0; i < n; i++)
+		if (!uroce_pcap_tx(p->pcap, &pkts[i], c->sport[tx % TX_CHUNK],
+				   i))
+			STAT_INC(nic, pcap_drops);
+}
+
+static void __attribute__((cold)) capture_rx(struct uroce_nic *nic,
+					     const struct uroce_rxpkt *rx)
+{
+	struct udp_priv *p = nic->net_priv;
+
+	if (!uroce_pcap_rx(p->pcap, rx))
+		STAT_INC(nic, pcap_drops);
+}
+
 static int udp_xmit(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
 		    unsigned n)
 {
-	int fd = tx_fd(nic->net_priv, tx);
+	struct udp_priv *p = nic->net_priv;
+	int fd = tx_fd(p, tx);
 	unsigned sent = 0;
 	int err = -EBADF;
 
@@ -551,6 +584,9 @@ static int udp_xmit(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
 			err = r;
 			break;
 		}
+		/* what the kernel took, as it leaves: one packet a datagram */
+		for (int j = 0; p->pcap && j < r; j++)
+			capture_tx(nic, tx, &pkts[sent + j], 1);
 		sent += r;
 	}
 	atomic_fetch_add_explicit(&nic->stats.tx_packets, sent,
@@ -801,10 +837,16 @@ static int udp_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 			}
 			continue;
 		}
-		for (unsigned i = used; i < used + got; i++)
-			if (fd == p->fdu ? rx_unix(nic, i, &pkts[out])
-					 : rx_udp(nic, i, &pkts[out]))
-				out++;
+		for (unsigned i = used; i < used + got; i++) {
+			if (!(fd == p->fdu ? rx_unix(nic, i, &pkts[out])
+					   : rx_udp(nic, i, &pkts[out])))
+				continue;
+			/* Ours (not forwarded).  Fault injection comes
+			 * later: the packets it drops are captured too. */
+			if (p->pcap)
+				capture_rx(nic, &pkts[out]);
+			out++;
+		}
 		used += got;
 	}
 	return out ? (int)out : err;

@@ -1,0 +1,733 @@
+#!/usr/bin/env python3
+"""Wire tests for uroce: capture RoCEv2 traffic and check it.
+
+  wire_check.py --traffic BIN --lib DIR --work DIR loopback --family 4|6
+  wire_check.py --traffic BIN --lib DIR --work DIR netns
+
+loopback: runs wire_traffic (scenarios "all" and "loss") between two
+processes over 127.0.0.1 or ::1 with UROCE_PCAP set for both, then checks
+both captures: tshark decodes every frame as InfiniBand with no expert info
+or malformed packet; every decoded header field equals what the requester
+posted (per PSN, so retransmissions must repeat the original exactly); every
+opcode uroce emits appears; every ICRC equals the one scapy (IPv4) and an
+independent zlib implementation (both families) compute; the two processes'
+captures hold the same datagrams.
+
+netns: builds hostA -- router -- hostB out of three network namespaces and
+two veth pairs, runs the "all" scenario over IPv4 and IPv6 across the router
+while tcpdump records both veths, and checks that the IP headers the kernel
+sent are the ones uroce's ICRC assumed (and wrote in its own capture), that
+every ICRC verifies after the hop (TTL decremented) and the checks above.
+Needs root; without it the test fails.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+import zlib
+
+MASK24 = 0xFFFFFF
+
+# RC opcodes (IBTA 9.2; the low 5 bits, RC transport base 0x00)
+OP = dict(SEND_FIRST=0, SEND_MIDDLE=1, SEND_LAST=2, SEND_LAST_IMM=3,
+          SEND_ONLY=4, SEND_ONLY_IMM=5, WRITE_FIRST=6, WRITE_MIDDLE=7,
+          WRITE_LAST=8, WRITE_LAST_IMM=9, WRITE_ONLY=10, WRITE_ONLY_IMM=11,
+          READ_REQ=12, READ_RESP_FIRST=13, READ_RESP_MIDDLE=14,
+          READ_RESP_LAST=15, READ_RESP_ONLY=16, ACK=17, ATOMIC_ACK=18,
+          CMP_SWAP=19, FETCH_ADD=20)
+OPNAME = {v: k for k, v in OP.items()}
+# bytes of extension headers after the BTH
+EXT = {OP['SEND_LAST_IMM']: 4, OP['SEND_ONLY_IMM']: 4, OP['WRITE_FIRST']: 16,
+       OP['WRITE_LAST_IMM']: 4, OP['WRITE_ONLY']: 16,
+       OP['WRITE_ONLY_IMM']: 20, OP['READ_REQ']: 16,
+       OP['READ_RESP_FIRST']: 4, OP['READ_RESP_LAST']: 4,
+       OP['READ_RESP_ONLY']: 4, OP['ACK']: 4, OP['ATOMIC_ACK']: 12,
+       OP['CMP_SWAP']: 28, OP['FETCH_ADD']: 28}
+AETH_ACK = 0x1F          # ACK, credits "unlimited"
+AETH_RNR = 0x20
+AETH_NAK_SEQ = 0x60
+AETH_NAK_ACCESS = 0x62
+
+# Payload heuristics tshark runs on InfiniBand payloads: they guess at
+# protocols inside our test data (an 0x0800 at the start passes for IPv4)
+# and report those guesses as malformed.  Names that this tshark does not
+# know are left out.
+IB_HEURISTICS = ['eth_over_ib', 'rpcrdma_infiniband', 'iser_infiniband',
+                 'lnet_ib', 'mellanox_eoib', 'sdp_infiniband',
+                 'smb_direct_infiniband', 'smcr_infiniband', 'drbd_rdma',
+                 'nvme_rdma', 'fc_infiniband']
+
+FIELDS = ['frame.number', 'eth.type', 'ip.src', 'ip.dst', 'ip.id',
+          'ip.flags.df', 'ip.len', 'ip.ttl', 'ipv6.src', 'ipv6.dst',
+          'ipv6.plen', 'udp.srcport', 'udp.dstport', 'udp.length',
+          'udp.checksum', 'infiniband.bth.opcode', 'infiniband.bth.se',
+          'infiniband.bth.m', 'infiniband.bth.padcnt',
+          'infiniband.bth.tver', 'infiniband.bth.p_key',
+          'infiniband.bth.destqp', 'infiniband.bth.a',
+          'infiniband.bth.psn', 'infiniband.reth.va',
+          'infiniband.reth.r_key', 'infiniband.reth.dmalen',
+          'infiniband.aeth.syndrome', 'infiniband.aeth.msn',
+          'infiniband.immdt', 'infiniband.atomiceth.swapdt',
+          'infiniband.atomiceth.cmpdt', 'infiniband.atomicacketh.origremdt',
+          'infiniband.invariant.crc']
+
+errors = []
+
+
+def fail(msg):
+    errors.append(msg)
+    if len(errors) <= 40:
+        print('FAIL: ' + msg, file=sys.stderr)
+
+
+def die(msg):
+    print('FAIL: ' + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+# ---- tshark ---------------------------------------------------------------
+
+_heuristics = None
+
+
+def tshark_base(pcap):
+    """tshark with the payload heuristics off (those it knows; it checks
+    the names only when it reads a file)."""
+    global _heuristics
+    if _heuristics is None:
+        _heuristics = []
+        for h in IB_HEURISTICS:
+            r = subprocess.run(['tshark', '--disable-heuristic', h, '-r',
+                                pcap, '-c', '1'], capture_output=True,
+                               text=True, timeout=60)
+            if r.returncode == 0 and 'No such' not in r.stderr:
+                _heuristics += ['--disable-heuristic', h]
+    return ['tshark', '-n'] + _heuristics
+
+
+def tshark(pcap, args, timeout=120):
+    r = subprocess.run(tshark_base(pcap) + ['-r', pcap] + args, capture_output=True, text=True,
+                       timeout=timeout)
+    if r.returncode != 0:
+        die('tshark -r %s %s: %s' % (pcap, ' '.join(args), r.stderr.strip()))
+    return r.stdout
+
+
+def num(v):
+    """A tshark field value: decimal, 0x hex, True/False, or '' (absent)."""
+    if v == '':
+        return None
+    if v in ('True', 'False'):
+        return int(v == 'True')
+    return int(v, 0)
+
+
+def decode(pcap):
+    """One dict per frame, the fields named in FIELDS."""
+    out = tshark(pcap, ['-T', 'fields', '-E', 'separator=\t',
+                  '-E', 'occurrence=f'] +
+                 sum((['-e', f] for f in FIELDS), []))
+    frames = []
+    for line in out.splitlines():
+        vals = line.split('\t')
+        vals += [''] * (len(FIELDS) - len(vals))
+        f = dict(zip(FIELDS, vals))
+        for k in FIELDS:
+            if k in ('ip.src', 'ip.dst', 'ipv6.src', 'ipv6.dst',
+                     'infiniband.immdt'):
+                continue
+            f[k] = num(f[k])
+        frames.append(f)
+    return frames
+
+
+def check_expert(pcap):
+    """No frame of the capture has expert info or is malformed."""
+    out = tshark(pcap, ['-Y', '_ws.expert || _ws.malformed'])
+    for line in out.splitlines()[:10]:
+        fail('%s: tshark reports: %s' % (pcap, line.strip()))
+    ib = tshark(pcap, ['-Y', '!infiniband.bth'])
+    for line in ib.splitlines()[:10]:
+        fail('%s: not decoded as InfiniBand: %s' % (pcap, line.strip()))
+
+
+# ---- ICRC -----------------------------------------------------------------
+
+def icrc_zlib(frame):
+    """The ICRC of an Ethernet frame, from the IBTA A17 rules (plain zlib)."""
+    etype = struct.unpack('!H', frame[12:14])[0]
+    p = frame[14:]
+    if etype == 0x0800:
+        ihl = (p[0] & 15) * 4
+        ip = bytearray(p[:ihl])
+        ip[1] = 0xFF                    # TOS
+        ip[8] = 0xFF                    # TTL
+        ip[10:12] = b'\xff\xff'         # header checksum
+    elif etype == 0x86DD:
+        ihl = 40
+        ip = bytearray(p[:40])
+        ip[0] |= 0x0F                   # traffic class, flow label
+        ip[1:4] = b'\xff\xff\xff'
+        ip[7] = 0xFF                    # hop limit
+    else:
+        raise ValueError('ethertype 0x%04x' % etype)
+    udp = bytearray(p[ihl:ihl + 8])
+    udp[6:8] = b'\xff\xff'
+    udp_len = struct.unpack('!H', udp[4:6])[0]
+    bth = bytearray(p[ihl + 8:ihl + 20])
+    bth[4] = 0xFF                       # FECN, BECN, resv6
+    rest = p[ihl + 20:ihl + udp_len - 4]
+    crc = zlib.crc32(b'\xff' * 8 + bytes(ip) + bytes(udp) + bytes(bth) +
+                     rest)
+    return struct.pack('<I', crc), p[ihl + udp_len - 4:ihl + udp_len]
+
+
+def check_icrc(pcap):
+    """Every ICRC equals zlib's and, for IPv4, scapy's; a corrupted copy of
+    the first frame must fail both, so the checks are not vacuous."""
+    from scapy.all import Ether, IP, UDP, raw, rdpcap
+    from scapy.contrib.roce import BTH
+    pkts = rdpcap(pcap)
+    if not pkts:
+        fail('%s: empty capture' % pcap)
+        return []
+    v4 = 0
+    for i, p in enumerate(pkts):
+        frame = raw(p)
+        want, got = icrc_zlib(frame)
+        if want != got:
+            fail('%s frame %d: ICRC %s, computed %s' % (pcap, i + 1,
+                                                       got.hex(), want.hex()))
+        if IP in p:
+            v4 += 1
+            q = Ether(frame)
+            q[BTH].icrc = None
+            if raw(q)[-4:] != got:
+                fail('%s frame %d: ICRC %s, scapy computes %s' %
+                     (pcap, i + 1, got.hex(), raw(q)[-4:].hex()))
+    bad = bytearray(raw(pkts[0]))
+    bad[-6] ^= 0x10
+    if icrc_zlib(bytes(bad))[0] == bytes(bad[-4:]):
+        fail('ICRC self-test: a corrupted frame passes')
+    if IP in pkts[0]:
+        q = Ether(bytes(bad))
+        q[BTH].icrc = None
+        if raw(q)[-4:] == bytes(bad[-4:]):
+            fail('ICRC self-test: scapy accepts a corrupted frame')
+    print('%s: %d frames, ICRC ok (%d also by scapy)' % (pcap, len(pkts), v4))
+    return [bytes(p[UDP].payload) for p in pkts]
+
+
+# ---- what the requester posted, packet by packet --------------------------
+
+def ceil_div(a, b):
+    return (a + b - 1) // b
+
+
+class Pair:
+    """Expected packets of one QP pair, indexed by PSN offset."""
+
+    def __init__(self, info):
+        self.info = info
+        self.mtu = info['mtu']
+        self.req = {}           # index -> expected request packet
+        self.resp = {}          # index -> expected READ response / atomic ACK
+        self.msgs = []          # (first index, last index) per executed msg
+        self.rnr = None         # index of the SEND that met no receive
+        self.access_err = None  # index of the request NAKed for access
+        self.next = 0
+
+    def idx(self, psn):
+        return (psn - self.info['psn']) & MASK24
+
+    def add(self, wr):
+        op, n, i = wr['op'], wr['len'], self.next
+        if op in ('SEND', 'SEND_IMM', 'WRITE', 'WRITE_IMM'):
+            npk = max(1, ceil_div(n, self.mtu))
+            base = 'SEND' if op.startswith('SEND') else 'WRITE'
+            imm = op.endswith('IMM')
+            for k in range(npk):
+                first, last = k == 0, k == npk - 1
+                plen = n - self.mtu * k if last else self.mtu
+                kind = ('ONLY' if first and last else 'FIRST' if first
+                        else 'LAST' if last else 'MIDDLE')
+                name = base + '_' + kind + ('_IMM' if imm and last else '')
+                e = dict(opcode=OP[name], plen=plen, pad=-plen & 3,
+                         ackreq=int(last or (k + 1) % 32 == 0), last=last)
+                if base == 'WRITE' and first:
+                    e.update(va=wr['va'], rkey=wr['rkey'], dmalen=n)
+                if imm and last:
+                    e['imm'] = '%08x' % wr['imm']
+                self.req[i + k] = e
+        elif op == 'READ':
+            npk = max(1, ceil_div(n, self.mtu))
+            self.req[i] = dict(opcode=OP['READ_REQ'], plen=0, pad=0,
+                               ackreq=1, last=True, va=wr['va'],
+                               rkey=wr['rkey'], dmalen=n)
+            for k in range(npk):
+                first, last = k == 0, k == npk - 1
+                plen = n - self.mtu * k if last else self.mtu
+                kind = ('ONLY' if first and last else 'FIRST' if first
+                        else 'LAST' if last else 'MIDDLE')
+                e = dict(opcode=OP['READ_RESP_' + kind], plen=plen,
+                         pad=-plen & 3)
+                if kind != 'MIDDLE':
+                    e.update(syndrome=AETH_ACK, msn=len(self.msgs) + 1)
+                self.resp[i + k] = e
+        else:
+            npk = 1
+            # AtomicETH: VA, R_Key, swap or add data, compare data
+            # (unused by FETCH_ADD, not checked)
+            if op == 'CMP_SWAP':
+                data = dict(compare=wr['compare_add'], swap=wr['swap'])
+            else:
+                data = dict(swap=wr['compare_add'])
+            self.req[i] = dict(opcode=OP[op], plen=0, pad=0, ackreq=1,
+                               last=True, va=wr['va'], rkey=wr['rkey'],
+                               **data)
+            self.resp[i] = dict(opcode=OP['ATOMIC_ACK'], plen=0, pad=0,
+                                syndrome=AETH_ACK, msn=len(self.msgs) + 1,
+                                orig=wr['orig'])
+        if wr['rnr']:
+            self.rnr = i
+        if wr['status'] == 'success':
+            self.msgs.append((i, i + npk - 1))
+        elif self.access_err is None:
+            self.access_err = i
+        self.next = i + npk
+
+    def msn_through(self, i):
+        """Messages complete once every PSN up to index i has arrived."""
+        return sum(1 for _, last in self.msgs if last <= i)
+
+
+def check_frames(pcap, frames, pairs, seen):
+    """Each frame against the expectations of the pair it belongs to."""
+    by_qpn = {}
+    for p in pairs.values():
+        by_qpn[p.info['resp_qpn']] = (p, 'req')
+        by_qpn[p.info['req_qpn']] = (p, 'resp')
+    first_tx = set()
+    for f in frames:
+        where = '%s frame %d' % (pcap, f['frame.number'])
+        opc = f['infiniband.bth.opcode']
+        if opc is None:
+            continue                    # reported by check_expert
+        qpn = f['infiniband.bth.destqp']
+        if qpn not in by_qpn:
+            fail('%s: DestQP 0x%x belongs to no QP of the test' % (where, qpn))
+            continue
+        pair, direction = by_qpn[qpn]
+        i = pair.idx(f['infiniband.bth.psn'])
+        ext = EXT.get(opc, 0)
+        pad = f['infiniband.bth.padcnt']
+        plen = f['udp.length'] - 8 - 12 - ext - pad - 4
+        got = dict(opcode=opc, plen=plen, pad=pad)
+        common = dict(se=f['infiniband.bth.se'], m=f['infiniband.bth.m'],
+                      tver=f['infiniband.bth.tver'],
+                      pkey=f['infiniband.bth.p_key'])
+        if common != dict(se=0, m=1, tver=0, pkey=0xFFFF):
+            fail('%s: BTH SE/MigReq/TVer/P_Key %s' % (where, common))
+        if f['udp.dstport'] != 4791 or not 0xC000 <= f['udp.srcport'] <= 0xFFFF:
+            fail('%s: UDP ports %s -> %s' % (where, f['udp.srcport'],
+                                             f['udp.dstport']))
+        seen.add(opc)
+        if opc == OP['ACK']:
+            check_ack(where, pair, i, f, seen)
+            continue
+        table = pair.req if direction == 'req' else pair.resp
+        e = table.get(i)
+        if e is None:
+            fail('%s: %s PSN %d (index %d) was never posted' %
+                 (where, OPNAME.get(opc, opc), f['infiniband.bth.psn'], i))
+            continue
+        if direction == 'req':
+            got['ackreq'] = f['infiniband.bth.a']
+            if (qpn, i) in first_tx and not e['last']:
+                # a rewind restarts the count of packets between AckReqs
+                got['ackreq'] = e['ackreq']
+            first_tx.add((qpn, i))
+        if 'va' in e:
+            got.update(va=f['infiniband.reth.va'],
+                       rkey=f['infiniband.reth.r_key'])
+            if 'dmalen' in e:
+                got['dmalen'] = f['infiniband.reth.dmalen']
+        if 'imm' in e:
+            got['imm'] = f['infiniband.immdt'].replace(':', '')
+        if 'swap' in e:
+            got['swap'] = f['infiniband.atomiceth.swapdt']
+        if 'compare' in e:
+            got['compare'] = f['infiniband.atomiceth.cmpdt']
+        if 'syndrome' in e:
+            got.update(syndrome=f['infiniband.aeth.syndrome'],
+                       msn=f['infiniband.aeth.msn'])
+        if 'orig' in e:
+            got['orig'] = f['infiniband.atomicacketh.origremdt']
+        want = {k: v for k, v in e.items() if k != 'last'}
+        if got != want:
+            diff = {k: (got.get(k), v) for k, v in want.items()
+                    if got.get(k) != v}
+            fail('%s: %s index %d: (decoded, posted) differ: %s' %
+                 (where, OPNAME.get(opc, opc), i, diff))
+
+
+def check_ack(where, pair, i, f, seen):
+    syn, msn = f['infiniband.aeth.syndrome'], f['infiniband.aeth.msn']
+    seen.add(('syndrome', syn if syn & 0x60 != AETH_RNR else AETH_RNR))
+    if syn == AETH_ACK:
+        want_msn = pair.msn_through(i)
+        if i >= pair.next:
+            fail('%s: ACK of index %d, beyond the last PSN sent' % (where, i))
+    elif syn & 0xE0 == AETH_RNR:
+        want_msn = pair.msn_through(i - 1)
+        if syn != AETH_RNR | pair.info['min_rnr_timer'] or i != pair.rnr:
+            fail('%s: RNR NAK 0x%x at index %d; want 0x%x at %s' %
+                 (where, syn, i, AETH_RNR | pair.info['min_rnr_timer'],
+                  pair.rnr))
+    elif syn == AETH_NAK_SEQ:
+        want_msn = pair.msn_through(i - 1)
+    elif syn == AETH_NAK_ACCESS:
+        want_msn = pair.msn_through(i - 1)
+        if i != pair.access_err:
+            fail('%s: access NAK at index %d, want %s' %
+                 (where, i, pair.access_err))
+    else:
+        fail('%s: unexpected AETH syndrome 0x%x' % (where, syn))
+        return
+    if msn != want_msn:
+        fail('%s: AETH 0x%x index %d: MSN %d, want %d' %
+             (where, syn, i, msn, want_msn))
+
+
+def check_ip(pcap, frames, family, kernel=False):
+    """The outer headers uroce's ICRC assumes (IPv4: ID 0, DF, UDP checksum
+    0)."""
+    for f in frames:
+        where = '%s frame %d' % (pcap, f['frame.number'])
+        if family == 4:
+            if f['eth.type'] != 0x0800:
+                fail('%s: not IPv4' % where)
+                continue
+            if (f['ip.id'], f['ip.flags.df'], f['ip.len']) != \
+                    (0, 1, f['udp.length'] + 20):
+                fail('%s: IPv4 ID %s DF %s length %s (UDP %s)' %
+                     (where, f['ip.id'], f['ip.flags.df'], f['ip.len'],
+                      f['udp.length']))
+            if f['udp.checksum'] != 0:
+                fail('%s: IPv4 UDP checksum 0x%x' % (where, f['udp.checksum']))
+        else:
+            if f['eth.type'] != 0x86DD:
+                fail('%s: not IPv6' % where)
+                continue
+            if f['ipv6.plen'] != f['udp.length']:
+                fail('%s: IPv6 payload length %s, UDP %s' %
+                     (where, f['ipv6.plen'], f['udp.length']))
+
+
+# ---- running the traffic ---------------------------------------------------
+
+def start(cmd, env, out):
+    return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def run_pair(a, tag, scenario, req_env, resp_env, req_prefix=(),
+             resp_prefix=()):
+    """Runs responder and requester; returns (posted records, pcaps)."""
+    sock = os.path.join(a.work, tag + '.sock')
+    pcaps = {r: os.path.join(a.work, '%s.%s.pcap' % (tag, r))
+             for r in ('requester', 'responder')}
+    procs = {}
+    for role, extra, prefix in (('responder', resp_env, resp_prefix),
+                                ('requester', req_env, req_prefix)):
+        env = dict(os.environ)
+        env.update(extra)
+        env['UROCE_PCAP'] = pcaps[role]
+        env['LD_LIBRARY_PATH'] = a.lib
+        if os.path.exists(pcaps[role]):
+            os.unlink(pcaps[role])
+        procs[role] = start(list(prefix) + [a.traffic, role, sock, scenario],
+                            env, subprocess.PIPE)
+    ok = True
+    outs = {}
+    for role, p in procs.items():
+        try:
+            outs[role] = p.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            outs[role] = p.communicate()
+        if p.returncode != 0:
+            ok = False
+            print('%s %s exited %s:\n%s' % (tag, role, p.returncode,
+                                            outs[role][1]), file=sys.stderr)
+        elif outs[role][1].strip():
+            # uroce reports missing capture frames on stderr
+            fail('%s %s stderr: %s' % (tag, role, outs[role][1].strip()))
+    if not ok:
+        die('%s: traffic failed' % tag)
+    posted = [json.loads(line) for line in outs['requester'][0].splitlines()]
+    return posted, pcaps
+
+
+def check_run(tag, posted, pcaps, family, want_ops, want_syndromes):
+    pairs = pairs_of(posted)
+    payloads = {}
+    for role, pcap in pcaps.items():
+        if not os.path.exists(pcap):
+            fail('%s: no capture %s' % (tag, pcap))
+            continue
+        check_expert(pcap)
+        frames = decode(pcap)
+        seen = set()
+        check_frames(pcap, frames, pairs, seen)
+        check_ip(pcap, frames, family)
+        missing = [OPNAME[o] for o in want_ops if o not in seen]
+        missing += ['AETH 0x%x' % s for s in want_syndromes
+                    if ('syndrome', s) not in seen]
+        if missing:
+            fail('%s: never seen: %s' % (pcap, ', '.join(missing)))
+        payloads[role] = sorted(check_icrc(pcap))
+        print('%s: %d frames decoded and checked' % (pcap, len(frames)))
+    if len(payloads) == 2 and payloads['requester'] != payloads['responder']:
+        fail('%s: the two captures hold different datagrams (%d vs %d)' %
+             (tag, len(payloads['requester']), len(payloads['responder'])))
+    return payloads
+
+
+ALL_OPS = [v for k, v in OP.items()]
+ALL_SYNDROMES = [AETH_ACK, AETH_RNR, AETH_NAK_ACCESS]
+LOSS_OPS = [OP[k] for k in ('WRITE_FIRST', 'WRITE_MIDDLE', 'WRITE_LAST',
+                            'SEND_FIRST', 'SEND_MIDDLE', 'SEND_LAST',
+                            'READ_REQ', 'READ_RESP_FIRST',
+                            'READ_RESP_MIDDLE', 'READ_RESP_LAST', 'ACK')]
+LOSS_FAULTS = 'drop=0.1,seed=11'
+
+
+def loopback(a):
+    addr = '127.0.0.1' if a.family == 4 else '::1'
+    env = {'UROCE_ADDRS': addr}
+    tag = 'ipv%d' % a.family
+    posted, pcaps = run_pair(a, tag + '.all', 'all', env, env)
+    check_run(tag + '.all', posted, pcaps, a.family, ALL_OPS, ALL_SYNDROMES)
+    posted, pcaps = run_pair(a, tag + '.loss', 'loss', env,
+                             dict(env, UROCE_FAULTS=LOSS_FAULTS))
+    check_run(tag + '.loss', posted, pcaps, a.family, LOSS_OPS,
+              [AETH_ACK, AETH_NAK_SEQ])
+
+
+# ---- network namespaces ---------------------------------------------------
+
+def sh(*cmd, check=True):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    if check and r.returncode != 0:
+        raise RuntimeError('%s: %s' % (' '.join(cmd), r.stderr.strip()))
+    return r
+
+
+class Netns:
+    """hostA (a0) -- (r0) router (r1) -- (b0) hostB, private addresses."""
+
+    def __init__(self):
+        tag = 'uwire%d' % os.getpid()
+        self.a, self.r, self.b = tag + 'a', tag + 'r', tag + 'b'
+
+    def up(self):
+        for ns in (self.a, self.r, self.b):
+            sh('ip', 'netns', 'add', ns)
+        sh('ip', 'link', 'add', 'a0', 'netns', self.a, 'type', 'veth',
+           'peer', 'name', 'r0', 'netns', self.r)
+        sh('ip', 'link', 'add', 'b0', 'netns', self.b, 'type', 'veth',
+           'peer', 'name', 'r1', 'netns', self.r)
+        cfg = [(self.a, 'a0', '10.77.1.2/24', 'fd77:1::2/64', '10.77.1.1',
+                'fd77:1::1'),
+               (self.b, 'b0', '10.77.2.2/24', 'fd77:2::2/64', '10.77.2.1',
+                'fd77:2::1'),
+               (self.r, 'r0', '10.77.1.1/24', 'fd77:1::1/64', None, None),
+               (self.r, 'r1', '10.77.2.1/24', 'fd77:2::1/64', None, None)]
+        for ns, dev, v4, v6, gw4, gw6 in cfg:
+            x = ('ip', 'netns', 'exec', ns)
+            sh(*x, 'ip', 'addr', 'add', v4, 'dev', dev)
+            sh(*x, 'ip', '-6', 'addr', 'add', v6, 'dev', dev, 'nodad')
+            sh(*x, 'ip', 'link', 'set', dev, 'up')
+            sh(*x, 'ip', 'link', 'set', 'lo', 'up')
+            if gw4:
+                sh(*x, 'ip', 'route', 'add', 'default', 'via', gw4)
+                sh(*x, 'ip', '-6', 'route', 'add', 'default', 'via', gw6)
+        x = ('ip', 'netns', 'exec', self.r)
+        sh(*x, 'sysctl', '-q', '-w', 'net.ipv4.ip_forward=1')
+        sh(*x, 'sysctl', '-q', '-w', 'net.ipv6.conf.all.forwarding=1')
+
+    def down(self):
+        for ns in (self.a, self.r, self.b):
+            sh('ip', 'netns', 'del', ns, check=False)
+
+
+def tcpdump(ns, dev, path):
+    p = subprocess.Popen(['ip', 'netns', 'exec', ns, 'tcpdump', '-i', dev,
+                          '--immediate-mode', '-U', '-n', '-s', '0', '-w', path,
+                          'udp port 4791'], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    # tcpdump says "listening on" once the capture runs
+    line = p.stderr.readline()
+    if 'listening' not in line:
+        p.kill()
+        die('tcpdump in %s on %s: %s' % (ns, dev, line.strip()))
+    return p
+
+
+def stop(p):
+    p.send_signal(signal.SIGINT)
+    try:
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def udp_headers(pcap, src):
+    """UDP payload -> (IP and UDP header fields, TTL, flow label) of each
+    frame from address src."""
+    from scapy.all import IP, IPv6, UDP, rdpcap, raw
+    out = {}
+    for p in rdpcap(pcap):
+        if IP in p:
+            ip = p[IP]
+            key = ('4', ip.src, ip.dst, ip.id, int(ip.flags), ip.len,
+                   ip.tos, ip.proto)
+            ttl = ip.ttl
+        else:
+            ip = p[IPv6]
+            key = ('6', ip.src, ip.dst, ip.tc, ip.plen, ip.nh)
+            ttl = ip.hlim
+        if ip.src != src:
+            continue
+        u = p[UDP]
+        key += (u.sport, u.dport, u.len)
+        # IPv4: checksum 0 as uroce sends it.  IPv6: veth leaves the
+        # checksum to an offload that never happens, so tcpdump sees only
+        # the pseudo-header sum (the ICRC masks the field anyway).
+        if IP in p:
+            key += (u.chksum,)
+        out.setdefault(bytes(u.payload), []).append(
+            (key, ttl, ip.fl if IPv6 in p else None))
+    return out
+
+
+def compare_with_kernel(tag, uroce_pcap, wire_pcap, src, hops):
+    """uroce's record of what it sent from src must match what the kernel
+    put on the wire, field for field but the TTL, which the router
+    decrements.  (Past the router the IPv4 header checksum changes too; it
+    is left out, as the ICRC masks it.)"""
+    ours, wire = udp_headers(uroce_pcap, src), udp_headers(wire_pcap, src)
+    n = 0
+    if not wire:
+        fail('%s: no datagram from %s in %s' % (tag, src, wire_pcap))
+    for payload, recs in wire.items():
+        if payload not in ours:
+            fail('%s: %s holds a datagram uroce did not capture' %
+                 (tag, wire_pcap))
+            continue
+        for key, ttl, fl in recs:
+            mine = [k for k, _, _ in ours[payload]]
+            if key not in mine:
+                fail('%s: kernel sent %s, uroce recorded %s' %
+                     (tag, key, mine))
+            mine_ttl = ours[payload][0][1]
+            if ttl != mine_ttl - hops:
+                fail('%s: TTL %d on the wire, uroce %d, hops %d' %
+                     (tag, ttl, mine_ttl, hops))
+            if fl:
+                n += 1
+    if n:
+        print('%s: the kernel set an IPv6 flow label on %d frames (uroce '
+              'records 0; the ICRC masks it)' % (tag, n))
+
+
+def netns(a):
+    if os.geteuid() != 0:
+        die('wire.netns must run as root (it creates network namespaces); '
+            'CI runs it as root')
+    for tool in ('ip', 'tcpdump', 'tshark'):
+        if not shutil.which(tool):
+            die('%s is not installed' % tool)
+    n = Netns()
+    try:
+        n.up()
+        for fam, (ra, rb) in ((4, ('10.77.1.2', '10.77.2.2')),
+                              (6, ('fd77:1::2', 'fd77:2::2'))):
+            tag = 'netns.ipv%d' % fam
+            wa = os.path.join(a.work, tag + '.wire-a.pcap')
+            wb = os.path.join(a.work, tag + '.wire-b.pcap')
+            dumps = [tcpdump(n.r, 'r0', wa), tcpdump(n.r, 'r1', wb)]
+            try:
+                posted, pcaps = run_pair(
+                    a, tag, 'all', {'UROCE_ADDRS': ra}, {'UROCE_ADDRS': rb},
+                    req_prefix=('ip', 'netns', 'exec', n.a),
+                    resp_prefix=('ip', 'netns', 'exec', n.b))
+                time.sleep(0.5)     # let tcpdump write the last frames
+            finally:
+                for d in dumps:
+                    stop(d)
+            ours = check_run(tag, posted, pcaps, fam, ALL_OPS, ALL_SYNDROMES)
+            for wire in (wa, wb):
+                frames = decode(wire)
+                check_expert(wire)
+                check_frames(wire, frames, pairs_of(posted), set())
+                check_ip(wire, frames, fam)
+                got = sorted(check_icrc(wire))
+                if got != ours.get('requester'):
+                    fail('%s: %s holds %d datagrams, uroce captured %d' %
+                         (tag, wire, len(got), len(ours.get('requester', []))))
+            # hostA's packets cross r0 before the hop and r1 after it;
+            # hostB's the other way round
+            compare_with_kernel(tag, pcaps['requester'], wa, ra, 0)
+            compare_with_kernel(tag, pcaps['requester'], wb, ra, 1)
+            compare_with_kernel(tag, pcaps['responder'], wb, rb, 0)
+            compare_with_kernel(tag, pcaps['responder'], wa, rb, 1)
+    finally:
+        n.down()
+
+
+def pairs_of(posted):
+    pairs = {}
+    for r in posted:
+        if r['kind'] == 'pair':
+            pairs[r['pair']] = Pair(r)
+        else:
+            pairs[r['pair']].add(r)
+    return pairs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--traffic', required=True)
+    ap.add_argument('--lib', required=True)
+    ap.add_argument('--work', required=True)
+    sub = ap.add_subparsers(dest='mode', required=True)
+    lo = sub.add_parser('loopback')
+    lo.add_argument('--family', type=int, choices=(4, 6), required=True)
+    sub.add_parser('netns')
+    a = ap.parse_args()
+    # Only the traffic runs over uroce (run_pair sets it): tcpdump and
+    # tshark link libibverbs too, and must not pick up uroce's.
+    os.environ.pop('LD_LIBRARY_PATH', None)
+    os.makedirs(a.work, exist_ok=True)
+    if not shutil.which('tshark'):
+        die('tshark is not installed (apt-get install tshark)')
+    if a.mode == 'loopback':
+        loopback(a)
+    else:
+        netns(a)
+    if errors:
+        print('FAIL: %d problems' % len(errors), file=sys.stderr)
+        sys.exit(1)
+    print('PASS')
+
+
+if __name__ == '__main__':
+    main()

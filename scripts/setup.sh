@@ -10,9 +10,13 @@ if [ "$(id -u)" -ne 0 ]; then
 	exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
+# tshark asks whether non-root users may capture; answer before installing
+echo "wireshark-common wireshark-common/install-setuid boolean false" |
+	debconf-set-selections
 apt-get update
 apt-get install -y build-essential cmake pkg-config libibverbs-dev libisal-dev \
-	libcmocka-dev ibverbs-utils perftest rdmacm-utils
+	libcmocka-dev ibverbs-utils perftest rdmacm-utils \
+	tshark tcpdump python3 python3-scapy iproute2
 
 # Build as the user who ran sudo, so that ./build stays theirs and
 # scripts/demo.sh and scripts/test.sh can rebuild it without root.

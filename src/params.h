@@ -43,7 +43,9 @@ enum uroce_params {
 	UROCE_DEFAULT_WINDOW = 128,
 	UROCE_ACKREQ_EVERY = 32,
 
-	UROCE_RX_BATCH = 64,		/* datagrams per recvmmsg */
+	/* packets per receive call: room for 16 GRO datagrams of up to 64
+	 * segments each */
+	UROCE_RX_BATCH = 1024,
 	UROCE_TX_BATCH = 64,		/* datagrams per sendmmsg */
 	UROCE_MAX_HDR = 64,		/* largest header stack we build */
 	UROCE_GRH_LEN = 40,		/* UD: GRH area ahead of each message */

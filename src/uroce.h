@@ -87,6 +87,38 @@ struct uroce_txpkt {
 	uint8_t trailer[8];
 };
 
+/*
+ * UDP GSO: consecutive packets of one QP with the same addresses, all of one
+ * length except a shorter last one, leave as one datagram that the kernel
+ * (or the NIC) cuts into segments.  Segment k of such a run carries IPv4
+ * identification k (base 0 on an unconnected DF socket), which the ICRC
+ * covers, so the transport and the backend must agree on the runs: both use
+ * this function.
+ */
+enum {
+	UROCE_GSO_MAX_SEGS = 64,
+	UROCE_GSO_MAX_BYTES = 65535 - 40 - 8,	/* one IPv6 datagram */
+	UROCE_GSO_MAX_IOV = 256,
+};
+
+static inline unsigned uroce_gso_run(const struct uroce_txpkt *pkts,
+				     unsigned n)
+{
+	size_t bytes = pkts[0].len;
+	unsigned iovs = pkts[0].niov, k = 1;
+
+	while (k < n && k < UROCE_GSO_MAX_SEGS &&
+	       pkts[k - 1].len == pkts[0].len && pkts[k].len <= pkts[0].len &&
+	       bytes + pkts[k].len <= UROCE_GSO_MAX_BYTES &&
+	       iovs + pkts[k].niov <= UROCE_GSO_MAX_IOV &&
+	       pkts[k].dst == pkts[0].dst && pkts[k].src == pkts[0].src) {
+		bytes += pkts[k].len;
+		iovs += pkts[k].niov;
+		k++;
+	}
+	return k;
+}
+
 /* One received datagram.  data/len cover the UDP payload (BTH .. ICRC).
  * Buffers belong to the backend and stay valid until its next recv call. */
 struct uroce_rxpkt {
@@ -183,6 +215,7 @@ struct uroce_nic {
 
 	const struct uroce_net_ops *net;
 	void *net_priv;			/* backend state */
+	bool gso;			/* the backend sends uroce_gso_run()s */
 	unsigned slot;			/* this process's QPN slot (1..) */
 
 	struct uroce_gid_entry gids[UROCE_GID_TBL_LEN];
@@ -209,6 +242,7 @@ struct uroce_nic {
 	/* ns of the last time an application thread polled an empty CQ and
 	 * received for itself: the engine leaves receiving to it meanwhile */
 	atomic_uint_fast64_t app_poll_ns;
+	struct uroce_rxpkt rx_pkts[UROCE_RX_BATCH];	/* under rx_lock */
 	pthread_mutex_t rx_lock;	/* one receiver at a time keeps order */
 	atomic_uint engine_seq;		/* odd while touching QPs/MRs */
 

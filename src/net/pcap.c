@@ -5,14 +5,15 @@
  * A UDP socket never sees the IP and UDP headers, so they are rebuilt here,
  * with the fields the ICRC covers exactly as the kernel sends them:
  * - sent over IPv4: identification 0 (k for segment k of a UDP GSO run)
- *   and DF (unconnected DF sockets, see transport/xmit.c), TOS 0 and the default TTL (uroce sets neither), UDP
- *   checksum 0 (SO_NO_CHECK);
+ *   and DF (unconnected DF sockets, see transport/xmit.c), TOS 0 and the
+ *   default TTL (uroce sets neither);
  * - sent over IPv6: traffic class 0, flow label 0 (the kernel may put a
- *   flow hash there; the ICRC masks it), the default hop limit, and the UDP
- *   checksum computed as the kernel does;
+ *   flow hash there; the ICRC masks it), the default hop limit;
  * - received: the TOS / traffic class the socket reported; over IPv4 the
  *   identification recovered from the ICRC (transport/icrc.c; 0 if the ICRC
- *   is bad) with DF, UDP checksum 0; over IPv6 a computed UDP checksum.
+ *   is bad) with DF;
+ * - always the UDP checksum computed as the kernel (or the NIC) does: uroce
+ *   sends with checksums, which UDP GSO requires.
  *   The TTL / hop limit of received packets is not reported by the socket
  *   and is written as this host's default.  The ICRC masks TOS, TTL, flow
  *   label and both checksums, so none of these guesses can break it.
@@ -248,11 +249,12 @@ static size_t build_headers(uint8_t *f, const struct frame_ip *ip,
 	put16(u + 2, sa_port(ip->dst));
 	put16(u + 4, udp_len);
 	put16(u + 6, 0);
-	if (!v4) {
+	{
 		/* pseudo header: addresses, length, next header */
 		uint8_t ph[4] = { 0, 0, 0, IPPROTO_UDP };
 		bool odd = false;
-		uint32_t sum = csum_add(0, h + 8, 32, &odd);
+		uint32_t sum = v4 ? csum_add(0, h + 12, 8, &odd)
+				  : csum_add(0, h + 8, 32, &odd);
 		uint16_t c;
 
 		sum += udp_len;

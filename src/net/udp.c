@@ -5,8 +5,10 @@
  * on the one RoCEv2 port.  They share it with SO_REUSEPORT; the kernel hands
  * each datagram to some member of the group by a hash of its addresses, so a
  * process that gets a datagram for a QP of another process (the QPN's slot
- * bits name the owner) forwards it over an AF_UNIX datagram socket bound to
- * an abstract name derived from the owner's slot.
+ * bits name the owner) forwards it to the owner over an AF_UNIX
+ * SOCK_SEQPACKET connection to the abstract name derived from the owner's
+ * slot.  Connections, unlike unconnected AF_UNIX datagrams, are not held to
+ * net.unix.max_dgram_qlen (10) queued messages, which a burst overruns.
  *
  * Forwarding costs a hop and AF_UNIX datagram queues are short, so a
  * connected QP also gets a socket bound to its own address and port 4791 and
@@ -42,6 +44,8 @@ enum {
 	FWD_MAGIC = 0x75524f46,	/* catches a peer of another uroce build */
 	RX_CTRL = 128,		/* pktinfo + tos, or credentials */
 	RX_READY_MAX = 16,	/* sockets read per receive call */
+	FWD_ACCEPT_MAX = 256,	/* processes forwarding to us at once */
+	FWD_BACKLOG = 64,
 };
 
 /* Prefixed to a datagram forwarded to the process that owns its QP: what
@@ -62,7 +66,12 @@ struct fwd_hdr {
 /* A receive buffer holds a forwarding header followed by a UDP payload, so
  * that datagrams from either kind of socket end up with their payload at the
  * same offset. */
-enum { RX_STRIDE = sizeof(struct fwd_hdr) + UROCE_RX_BUF };
+enum {
+	RX_MSGS = 16,			/* datagrams per recvmmsg */
+	RX_DGRAM_MAX = 65536,		/* a GRO datagram: many packets */
+	RX_STRIDE = sizeof(struct fwd_hdr) + RX_DGRAM_MAX,
+	RX_GRO_SEGS = 64,		/* most segments the kernel merges */
+};
 
 struct tx_chunk {
 	atomic_int fd[TX_CHUNK];	/* -1 = free */
@@ -70,8 +79,15 @@ struct tx_chunk {
 	uint16_t sport[TX_CHUNK];	/* its UDP source port, for captures */
 };
 
+/* What a socket in the epoll set is (the high half of its epoll data). */
+enum rx_kind { RX_UDP, RX_LISTEN, RX_FWD };
+
 struct udp_priv {
-	int fd4, fd6, fdu;		/* -1 when absent */
+	int fd4, fd6;			/* -1 when absent */
+	int fdu;			/* our slot's forwarding listener */
+	int fwd_to[UROCE_MAX_SLOTS];	/* connection to each slot, or -1 */
+	int fwd_from[FWD_ACCEPT_MAX];	/* accepted connections */
+	unsigned nfwd_from;
 	int epfd;			/* every receiving socket */
 	uid_t uid;
 	uint16_t port;
@@ -84,14 +100,14 @@ struct udp_priv {
 	_Atomic(struct tx_chunk *) tx[TX_CHUNKS];
 
 	/* recvmmsg state, used only by the single receiver (rx_lock) */
-	struct mmsghdr msg[UROCE_RX_BATCH];
-	struct iovec iov[UROCE_RX_BATCH];
-	union uroce_sockaddr name[UROCE_RX_BATCH];
+	struct mmsghdr msg[RX_MSGS];
+	struct iovec iov[RX_MSGS];
+	union uroce_sockaddr name[RX_MSGS];
 	union {
 		uint8_t buf[RX_CTRL];
 		struct cmsghdr align;
-	} ctrl[UROCE_RX_BATCH];
-	uint8_t buf[UROCE_RX_BATCH][RX_STRIDE];
+	} ctrl[RX_MSGS];
+	uint8_t buf[RX_MSGS][RX_STRIDE];
 };
 
 static int setopt(int fd, int level, int name, int val)
@@ -117,8 +133,10 @@ static socklen_t any_addr(union uroce_sockaddr *a, int family, uint16_t port)
 	return addr_len(family);
 }
 
-/* "\0uroce.<port>.<uid>.<slot>": abstract, so the kernel keeps the names
- * unique and releases them when the owner exits. */
+/* "\0uroce2.<port>.<uid>.<slot>": abstract, so the kernel keeps the names
+ * unique and releases them when the owner exits.  The 2 is the forwarding
+ * protocol (SOCK_SEQPACKET + struct fwd_hdr): builds that speak another
+ * cannot forward to each other, so they keep to their own names. */
 static socklen_t slot_name(struct sockaddr_un *un, uint16_t port, uid_t uid,
 			   unsigned slot)
 {
@@ -127,7 +145,7 @@ static socklen_t slot_name(struct sockaddr_un *un, uint16_t port, uid_t uid,
 	memset(un, 0, sizeof(*un));
 	un->sun_family = AF_UNIX;
 	len = snprintf(un->sun_path + 1, sizeof(un->sun_path) - 1,
-		       "uroce.%u.%u.%u", port, (unsigned)uid, slot);
+		       "uroce2.%u.%u.%u", port, (unsigned)uid, slot);
 	return offsetof(struct sockaddr_un, sun_path) + 1 + len;
 }
 
@@ -160,6 +178,11 @@ static int rx_socket_at(const union uroce_sockaddr *a, int *out)
 		if (!err)
 			err = setopt(fd, IPPROTO_UDP, UDP_NO_CHECK6_RX, 1);
 	}
+	/* GSO datagrams from a local sender arrive whole, GRO-merged ones
+	 * from a NIC too: one receive call for up to 64 packets.  A kernel
+	 * without UDP_GRO (before 5.0) delivers them one by one. */
+	if (!err)
+		setopt(fd, SOL_UDP, UDP_GRO, 1);
 	if (!err && bind(fd, &a->sa, addr_len(family)))
 		err = -errno;
 	if (err) {
@@ -178,9 +201,12 @@ static int rx_socket(int family, uint16_t port, int *out)
 	return rx_socket_at(&a, out);
 }
 
-static int rx_watch(struct udp_priv *p, int fd)
+static int rx_watch(struct udp_priv *p, int fd, enum rx_kind kind)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+	struct epoll_event ev = {
+		.events = EPOLLIN,
+		.data.u64 = (uint64_t)kind << 32 | (uint32_t)fd,
+	};
 
 	return epoll_ctl(p->epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
 }
@@ -195,14 +221,10 @@ static int slot_alloc(struct uroce_nic *nic, struct udp_priv *p)
 	unsigned start;
 	int err;
 
-	p->fdu = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	p->fdu = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK,
+			0);
 	if (p->fdu < 0)
 		return -errno;
-	err = setopt(p->fdu, SOL_SOCKET, SO_PASSCRED, 1);
-	if (!err)
-		err = setopt(p->fdu, SOL_SOCKET, SO_SNDBUF, SOCK_BUF);
-	if (err)
-		return err;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	start = (unsigned)(ts.tv_nsec ^ getpid() * 2654435761u) % nslots;
@@ -213,7 +235,8 @@ static int slot_alloc(struct uroce_nic *nic, struct udp_priv *p)
 
 		if (!bind(p->fdu, (struct sockaddr *)&un, len)) {
 			nic->slot = slot;
-			return 0;
+			err = listen(p->fdu, FWD_BACKLOG) ? -errno : 0;
+			return err;
 		}
 		if (errno != EADDRINUSE)
 			return -errno;
@@ -233,6 +256,11 @@ static void udp_close(struct uroce_nic *nic)
 		close(p->fd6);
 	if (p->fdu >= 0)
 		close(p->fdu);
+	for (unsigned i = 0; i < UROCE_MAX_SLOTS; i++)
+		if (p->fwd_to[i] >= 0)
+			close(p->fwd_to[i]);
+	for (unsigned i = 0; i < p->nfwd_from; i++)
+		close(p->fwd_from[i]);
 	if (p->epfd >= 0)
 		close(p->epfd);
 	for (unsigned c = 0; c < TX_CHUNKS; c++) {
@@ -265,8 +293,12 @@ static int udp_open(struct uroce_nic *nic)
 	if (!p)
 		return -ENOMEM;
 	p->fd4 = p->fd6 = p->fdu = p->epfd = -1;
+	for (unsigned i = 0; i < UROCE_MAX_SLOTS; i++)
+		p->fwd_to[i] = -1;
 	p->uid = getuid();	/* what SCM_CREDENTIALS reports for a sender */
 	p->port = nic->cfg->udp_port;
+	/* UDP GSO exists since Linux 4.18 */
+	nic->gso = true;
 	pthread_mutex_init(&p->tx_lock, NULL);
 	nic->net_priv = p;
 	if (nic->cfg->pcap[0])
@@ -283,12 +315,12 @@ static int udp_open(struct uroce_nic *nic)
 		err = slot_alloc(nic, p);
 	if (!err) {
 		p->epfd = epoll_create1(EPOLL_CLOEXEC);
-		err = p->epfd < 0 ? -errno : rx_watch(p, p->fd4);
+		err = p->epfd < 0 ? -errno : rx_watch(p, p->fd4, RX_UDP);
 	}
 	if (!err && p->fd6 >= 0)
-		err = rx_watch(p, p->fd6);
+		err = rx_watch(p, p->fd6, RX_UDP);
 	if (!err)
-		err = rx_watch(p, p->fdu);
+		err = rx_watch(p, p->fdu, RX_LISTEN);
 	if (err)
 		udp_close(nic);
 	return err;
@@ -372,10 +404,10 @@ static int tx_socket(int family, uint16_t sport)
 		if (!err)
 			err = setopt(fd, IPPROTO_IP, IP_MTU_DISCOVER,
 				     IP_PMTUDISC_DO);
-		/* UDP checksum 0, as rxe and hardware send: the ICRC covers
-		 * the payload, and it saves a pass over every byte. */
-		if (!err)
-			err = setopt(fd, SOL_SOCKET, SO_NO_CHECK, 1);
+		/* rxe and hardware send UDP checksum 0 (the ICRC covers the
+		 * payload), but the kernel refuses UDP GSO without checksums,
+		 * and GSO saves far more than the checksum costs: it is
+		 * offloaded to the NIC or, on loopback and veth, skipped. */
 	} else {
 		/* RoCE packets must not be fragmented; oversize ones fail with
 		 * EMSGSIZE instead.  The UDP checksum stays on: IPv6 forbids
@@ -445,7 +477,7 @@ static int udp_steer(struct uroce_nic *nic, int tx,
 	 * or sends anything for UDP. */
 	err = connect(fd, &from.sa, addr_len(from.sa.sa_family)) ? -errno : 0;
 	if (!err)
-		err = rx_watch(p, fd);
+		err = rx_watch(p, fd, RX_UDP);
 	if (err) {
 		close(fd);
 		goto fail;
@@ -526,6 +558,51 @@ static void __attribute__((cold)) capture_rx(struct uroce_nic *nic,
 		STAT_INC(nic, pcap_drops);
 }
 
+/* Control messages of one datagram: the source address (it must be the
+ * SGID the ICRC used) and, for a GSO run, the segment size. */
+static size_t tx_cmsgs(uint8_t *buf, const struct uroce_txpkt *pkt,
+		       uint16_t gso_size)
+{
+	struct cmsghdr *cm = (struct cmsghdr *)buf;
+	size_t len;
+
+	if (pkt->dst->sa.sa_family == AF_INET) {
+		struct in_pktinfo pi = { .ipi_spec_dst = pkt->src->in4.sin_addr };
+
+		cm->cmsg_level = IPPROTO_IP;
+		cm->cmsg_type = IP_PKTINFO;
+		cm->cmsg_len = CMSG_LEN(sizeof(pi));
+		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+		len = CMSG_SPACE(sizeof(pi));
+	} else {
+		struct in6_pktinfo pi = {
+			.ipi6_addr = pkt->src->in6.sin6_addr,
+			.ipi6_ifindex = pkt->src->in6.sin6_scope_id,
+		};
+
+		cm->cmsg_level = IPPROTO_IPV6;
+		cm->cmsg_type = IPV6_PKTINFO;
+		cm->cmsg_len = CMSG_LEN(sizeof(pi));
+		memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+		len = CMSG_SPACE(sizeof(pi));
+	}
+	if (gso_size) {
+		cm = (struct cmsghdr *)(buf + len);
+		cm->cmsg_level = SOL_UDP;
+		cm->cmsg_type = UDP_SEGMENT;
+		cm->cmsg_len = CMSG_LEN(sizeof(gso_size));
+		memcpy(CMSG_DATA(cm), &gso_size, sizeof(gso_size));
+		len += CMSG_SPACE(sizeof(gso_size));
+	}
+	return len;
+}
+
+enum {
+	TX_MSGS = 16,		/* datagrams (GSO runs) per sendmmsg */
+	TX_CTRL = CMSG_SPACE(sizeof(struct in6_pktinfo)) +
+		  CMSG_SPACE(sizeof(uint16_t)),
+};
+
 static int udp_xmit(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
 		    unsigned n)
 {
@@ -535,59 +612,59 @@ static int udp_xmit(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
 	int err = -EBADF;
 
 	while (fd >= 0 && sent < n) {
-		struct mmsghdr msg[UROCE_TX_BATCH];
+		struct mmsghdr msg[TX_MSGS];
+		unsigned npkts[TX_MSGS];
+		struct iovec iov[UROCE_GSO_MAX_IOV];
 		union {
-			uint8_t buf[CMSG_SPACE(sizeof(struct in6_pktinfo))];
+			uint8_t buf[TX_CTRL];
 			struct cmsghdr align;
-		} ctrl[UROCE_TX_BATCH];
-		unsigned batch = n - sent < UROCE_TX_BATCH ? n - sent
-							   : UROCE_TX_BATCH;
+		} ctrl[TX_MSGS];
+		unsigned nmsg = 0, niov = 0, at = sent;
+		int r;
 
-		for (unsigned i = 0; i < batch; i++) {
-			struct uroce_txpkt *pkt = &pkts[sent + i];
-			int family = pkt->dst->sa.sa_family;
-			struct cmsghdr *cm = &ctrl[i].align;
-			size_t clen;
+		/* one datagram per GSO run (as the ICRCs were computed) */
+		while (at < n && nmsg < TX_MSGS) {
+			struct uroce_txpkt *pkt = &pkts[at];
+			unsigned k = nic->gso ? uroce_gso_run(pkt, n - at) : 1;
+			struct iovec *first;
+			unsigned run_iov = 0;
 
-			/* the source address must be the SGID the ICRC used */
-			if (family == AF_INET) {
-				struct in_pktinfo pi = {
-					.ipi_spec_dst = pkt->src->in4.sin_addr,
-				};
-				cm->cmsg_level = IPPROTO_IP;
-				cm->cmsg_type = IP_PKTINFO;
-				cm->cmsg_len = CMSG_LEN(sizeof(pi));
-				clen = CMSG_SPACE(sizeof(pi));
-				memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
-			} else {
-				struct in6_pktinfo pi = {
-					.ipi6_addr = pkt->src->in6.sin6_addr,
-					.ipi6_ifindex = pkt->src->in6.sin6_scope_id,
-				};
-				cm->cmsg_level = IPPROTO_IPV6;
-				cm->cmsg_type = IPV6_PKTINFO;
-				cm->cmsg_len = CMSG_LEN(sizeof(pi));
-				clen = CMSG_SPACE(sizeof(pi));
-				memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+			for (unsigned j = 0; j < k; j++)
+				run_iov += pkt[j].niov;
+			if (niov + run_iov > ARRAY_SIZE(iov)) {
+				if (nmsg)
+					break;
+				k = 1;	/* a run never exceeds the array */
 			}
-			msg[i].msg_hdr = (struct msghdr){
+			first = &iov[niov];
+			for (unsigned j = 0; j < k; j++) {
+				memcpy(&iov[niov], pkt[j].iov,
+				       pkt[j].niov * sizeof(*iov));
+				niov += pkt[j].niov;
+			}
+			msg[nmsg].msg_hdr = (struct msghdr){
 				.msg_name = (void *)pkt->dst,
-				.msg_namelen = addr_len(family),
-				.msg_iov = pkt->iov,
-				.msg_iovlen = pkt->niov,
-				.msg_control = cm,
-				.msg_controllen = clen,
+				.msg_namelen = addr_len(pkt->dst->sa.sa_family),
+				.msg_iov = first,
+				.msg_iovlen = &iov[niov] - first,
+				.msg_control = ctrl[nmsg].buf,
+				.msg_controllen = tx_cmsgs(ctrl[nmsg].buf, pkt,
+							   k > 1 ? pkt->len : 0),
 			};
+			npkts[nmsg++] = k;
+			at += k;
 		}
-		int r = send_batch(fd, msg, batch);
+		r = send_batch(fd, msg, nmsg);
 		if (r < 0) {
 			err = r;
 			break;
 		}
-		/* what the kernel took, as it leaves: one packet a datagram */
-		for (int j = 0; p->pcap && j < r; j++)
-			capture_tx(nic, tx, &pkts[sent + j], 1);
-		sent += r;
+		for (int m = 0; m < r; m++) {
+			/* what the kernel took, as it leaves */
+			if (p->pcap)
+				capture_tx(nic, tx, &pkts[sent], npkts[m]);
+			sent += npkts[m];
+		}
 	}
 	atomic_fetch_add_explicit(&nic->stats.tx_packets, sent,
 				  memory_order_relaxed);
@@ -619,15 +696,22 @@ static unsigned dest_slot(const uint8_t *bth)
 /* Fills rx->dst and rx->tos from the control messages of a UDP datagram;
  * false if the destination address is missing. */
 static bool rx_cmsgs(struct udp_priv *p, struct msghdr *mh,
-		     struct uroce_rxpkt *rx)
+		     struct uroce_rxpkt *rx, uint32_t *gso_size)
 {
 	bool have_dst = false;
 
 	memset(&rx->dst, 0, sizeof(rx->dst));
 	rx->tos = 0;
+	*gso_size = 0;
 	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm;
 	     cm = CMSG_NXTHDR(mh, cm)) {
-		if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO) {
+		if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
+			int size;
+
+			memcpy(&size, CMSG_DATA(cm), sizeof(size));
+			*gso_size = size > 0 ? (uint32_t)size : 0;
+		} else if (cm->cmsg_level == IPPROTO_IP &&
+			   cm->cmsg_type == IP_PKTINFO) {
 			struct in_pktinfo pi;
 
 			memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
@@ -660,6 +744,29 @@ static bool rx_cmsgs(struct udp_priv *p, struct msghdr *mh,
 	return have_dst;
 }
 
+/* The connection to slot's owner, made on first use; -1 if it has none. */
+static int fwd_conn(struct udp_priv *p, unsigned slot)
+{
+	struct sockaddr_un un;
+	socklen_t len;
+	int fd = p->fwd_to[slot];
+
+	if (fd >= 0)
+		return fd;
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -1;
+	len = slot_name(&un, p->port, p->uid, slot);
+	/* deep enough for a window of MTU-sized packets */
+	if (setopt(fd, SOL_SOCKET, SO_SNDBUF, SOCK_BUF) ||
+	    connect(fd, (struct sockaddr *)&un, len)) {
+		close(fd);
+		return -1;
+	}
+	p->fwd_to[slot] = fd;
+	return fd;
+}
+
 static void forward(struct uroce_nic *nic, unsigned slot,
 		    const struct uroce_rxpkt *rx)
 {
@@ -669,51 +776,119 @@ static void forward(struct uroce_nic *nic, unsigned slot,
 		{ .iov_base = &h, .iov_len = sizeof(h) },
 		{ .iov_base = rx->data, .iov_len = rx->len },
 	};
-	struct sockaddr_un un;
 	struct msghdr mh = {
-		.msg_name = &un,
-		.msg_namelen = slot_name(&un, p->port, p->uid, slot),
 		.msg_iov = iov,
 		.msg_iovlen = ARRAY_SIZE(iov),
 	};
+	int fd = fwd_conn(p, slot);
 
 	memcpy(&h.src, &rx->src, sizeof(h.src));
 	memcpy(&h.dst, &rx->dst, sizeof(h.dst));
 	/* never block the receive path on a slow or vanished owner: its
 	 * transport retransmits what is dropped here */
-	if (sendmsg(p->fdu, &mh, MSG_DONTWAIT) < 0)
-		STAT_INC(nic, rx_forward_failed);
-	else
+	if (fd >= 0 && sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0) {
 		STAT_INC(nic, rx_forwarded);
+		return;
+	}
+	STAT_INC(nic, rx_forward_failed);
+	/* the owner is gone (a new process may take its slot): reconnect
+	 * next time */
+	if (fd >= 0 && errno != EAGAIN) {
+		close(fd);
+		p->fwd_to[slot] = -1;
+	}
 }
 
-/* A datagram from a UDP socket: true when it is ours to return in rx. */
-static bool rx_udp(struct uroce_nic *nic, unsigned i, struct uroce_rxpkt *rx)
+/* A process of our user connects to forward datagrams to us. */
+static void fwd_accept(struct uroce_nic *nic)
+{
+	struct udp_priv *p = nic->net_priv;
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+	int fd;
+
+	while ((fd = accept4(p->fdu, NULL, NULL,
+			     SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) ||
+		    uc.uid != p->uid) {
+			STAT_INC(nic, rx_bad_source);
+			close(fd);
+			continue;
+		}
+		if (p->nfwd_from == FWD_ACCEPT_MAX || rx_watch(p, fd, RX_FWD)) {
+			STAT_INC(nic, rx_errors);
+			close(fd);
+			continue;
+		}
+		p->fwd_from[p->nfwd_from++] = fd;
+	}
+}
+
+/* The forwarding process closed its end. */
+static void fwd_close(struct udp_priv *p, int fd)
+{
+	for (unsigned i = 0; i < p->nfwd_from; i++) {
+		if (p->fwd_from[i] == fd) {
+			p->fwd_from[i] = p->fwd_from[--p->nfwd_from];
+			break;
+		}
+	}
+	close(fd);
+}
+
+/* A datagram from a UDP socket, maybe several packets merged by GSO/GRO:
+ * puts the packets that are ours in rx[0..room) and returns how many. */
+static unsigned rx_udp(struct uroce_nic *nic, unsigned i,
+		       struct uroce_rxpkt *rx, unsigned room)
 {
 	struct udp_priv *p = nic->net_priv;
 	struct msghdr *mh = &p->msg[i].msg_hdr;
-	unsigned slot;
+	uint8_t *data = p->buf[i] + sizeof(struct fwd_hdr);
+	uint32_t len = p->msg[i].msg_len, seg, off;
+	unsigned out = 0;
 
-	if (p->msg[i].msg_len < BTH_BYTES || (mh->msg_flags & MSG_TRUNC)) {
+	if (len < BTH_BYTES || (mh->msg_flags & MSG_TRUNC)) {
 		STAT_INC(nic, rx_malformed);
-		return false;
+		return 0;
 	}
-	if (!rx_cmsgs(p, mh, rx)) {
+	if (!rx_cmsgs(p, mh, &rx[0], &seg)) {
 		STAT_INC(nic, rx_errors);
-		return false;
+		return 0;
 	}
-	memset(&rx->src, 0, sizeof(rx->src));
-	memcpy(&rx->src, &p->name[i], mh->msg_namelen);
-	rx->data = p->buf[i] + sizeof(struct fwd_hdr);
-	rx->len = p->msg[i].msg_len;
+	memset(&rx[0].src, 0, sizeof(rx[0].src));
+	memcpy(&rx[0].src, &p->name[i], mh->msg_namelen);
+	if (!seg || seg > len)
+		seg = len;
+	for (off = 0; off < len; off += seg) {
+		struct uroce_rxpkt *r = &rx[out];
+		unsigned slot;
 
-	slot = dest_slot(rx->data);
-	/* slot 0 is no process's: its QPNs (QP1) are served by whichever
-	 * process the kernel picked */
-	if (slot == 0 || slot == nic->slot)
-		return true;
-	forward(nic, slot, rx);
-	return false;
+		if (out == room) {
+			/* more than the kernel merges: never expected */
+			STAT_INC(nic, rx_errors);
+			break;
+		}
+		if (out) {
+			r->src = rx[0].src;
+			r->dst = rx[0].dst;
+			r->tos = rx[0].tos;
+		}
+		r->data = data + off;
+		r->len = len - off < seg ? len - off : seg;
+		if (r->len < BTH_BYTES) {
+			STAT_INC(nic, rx_malformed);
+			continue;
+		}
+		slot = dest_slot(r->data);
+		/* slot 0 is no process's: its QPNs (QP1) are served by
+		 * whichever process the kernel picked */
+		if (slot == 0 || slot == nic->slot) {
+			out++;
+			continue;
+		}
+		forward(nic, slot, r);
+	}
+	return out;
 }
 
 static bool fwd_addr_get(const union fwd_addr *in, int family,
@@ -729,27 +904,20 @@ static bool fwd_addr_get(const union fwd_addr *in, int family,
 	return true;
 }
 
-/* A datagram forwarded by another process: true when it is well formed and
- * comes from a process of our user. */
+/* A datagram forwarded by another process of our user (checked when it
+ * connected): true when it is well formed. */
 static bool rx_unix(struct uroce_nic *nic, unsigned i, struct uroce_rxpkt *rx)
 {
 	struct udp_priv *p = nic->net_priv;
 	struct msghdr *mh = &p->msg[i].msg_hdr;
 	uint32_t len = p->msg[i].msg_len;
-	bool cred_ok = false;
 	struct fwd_hdr h;
 	int family;
 
 	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm;
 	     cm = CMSG_NXTHDR(mh, cm)) {
-		if (cm->cmsg_level != SOL_SOCKET)
-			continue;
-		if (cm->cmsg_type == SCM_CREDENTIALS) {
-			struct ucred uc;
-
-			memcpy(&uc, CMSG_DATA(cm), sizeof(uc));
-			cred_ok = uc.uid == p->uid;
-		} else if (cm->cmsg_type == SCM_RIGHTS) {
+		if (cm->cmsg_level == SOL_SOCKET &&
+		    cm->cmsg_type == SCM_RIGHTS) {
 			/* nobody has reason to pass us descriptors; do not
 			 * let them pile up */
 			size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -762,10 +930,6 @@ static bool rx_unix(struct uroce_nic *nic, unsigned i, struct uroce_rxpkt *rx)
 				close(fd);
 			}
 		}
-	}
-	if (!cred_ok) {
-		STAT_INC(nic, rx_bad_source);
-		return false;
 	}
 	if (len < sizeof(h) + BTH_BYTES || (mh->msg_flags & MSG_TRUNC)) {
 		STAT_INC(nic, rx_malformed);
@@ -786,9 +950,9 @@ static bool rx_unix(struct uroce_nic *nic, unsigned i, struct uroce_rxpkt *rx)
 }
 
 /* recvmmsg into buffers [first, first + n). */
-static int rx_batch(struct udp_priv *p, int fd, unsigned first, unsigned n)
+static int rx_batch(struct udp_priv *p, int fd, bool fwd, unsigned first,
+		    unsigned n)
 {
-	bool fwd = fd == p->fdu;
 	int r;
 
 	for (unsigned i = first; i < first + n; i++) {
@@ -796,7 +960,7 @@ static int rx_batch(struct udp_priv *p, int fd, unsigned first, unsigned n)
 		 * room for it left in front */
 		p->iov[i].iov_base = fwd ? p->buf[i]
 					 : p->buf[i] + sizeof(struct fwd_hdr);
-		p->iov[i].iov_len = fwd ? RX_STRIDE : UROCE_RX_BUF;
+		p->iov[i].iov_len = fwd ? RX_STRIDE : RX_DGRAM_MAX;
 		p->msg[i].msg_hdr = (struct msghdr){
 			.msg_name = fwd ? NULL : &p->name[i],
 			.msg_namelen = fwd ? 0 : sizeof(p->name[i]),
@@ -819,16 +983,32 @@ static int udp_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 	unsigned used = 0, out = 0;
 	int nready, err = 0;
 
-	if (max > UROCE_RX_BATCH)
-		max = UROCE_RX_BATCH;
 	nready = epoll_wait(p->epfd, ev, RX_READY_MAX, 0);
 	if (nready < 0)
 		return errno == EINTR ? 0 : -errno;
 	/* Buffers of forwarded or dropped datagrams are not reused within a
 	 * call, which keeps those of returned ones untouched. */
-	for (int k = 0; k < nready && used < max; k++) {
-		int fd = ev[k].data.fd;
-		int got = rx_batch(p, fd, used, max - used);
+	for (int k = 0; k < nready && used < RX_MSGS; k++) {
+		int fd = (int)(uint32_t)ev[k].data.u64;
+		enum rx_kind kind = ev[k].data.u64 >> 32;
+		bool fwd = kind == RX_FWD;
+		/* as many datagrams as surely fit, each up to RX_GRO_SEGS
+		 * packets; at least one */
+		unsigned want = (max - out) / RX_GRO_SEGS;
+		int got;
+
+		if (kind == RX_LISTEN) {
+			fwd_accept(nic);
+			continue;
+		}
+		if (want > RX_MSGS - used)
+			want = RX_MSGS - used;
+		if (!want) {
+			if (out)
+				break;
+			want = 1;
+		}
+		got = rx_batch(p, fd, fwd, used, want);
 
 		if (got < 0) {
 			if (got != -EAGAIN && got != -EINTR) {
@@ -838,14 +1018,21 @@ static int udp_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 			continue;
 		}
 		for (unsigned i = used; i < used + got; i++) {
-			if (!(fd == p->fdu ? rx_unix(nic, i, &pkts[out])
-					   : rx_udp(nic, i, &pkts[out])))
-				continue;
-			/* Ours (not forwarded).  Fault injection comes
-			 * later: the packets it drops are captured too. */
-			if (p->pcap)
-				capture_rx(nic, &pkts[out]);
-			out++;
+			/* a forwarded datagram is never empty: end of file */
+			if (fwd && p->msg[i].msg_len == 0) {
+				fwd_close(p, fd);
+				got = i - used;
+				break;
+			}
+			unsigned ours = fwd ? rx_unix(nic, i, &pkts[out])
+					    : rx_udp(nic, i, &pkts[out],
+						     max - out);
+
+			/* Fault injection comes later: the packets it drops
+			 * are captured too. */
+			for (unsigned j = 0; p->pcap && j < ours; j++)
+				capture_rx(nic, &pkts[out + j]);
+			out += ours;
 		}
 		used += got;
 	}

@@ -23,7 +23,7 @@
  * scheduler tick. */
 #define ENGINE_DEFER_NS 200000ull
 /* Datagrams handled before the timers get a look, bounding their lateness. */
-#define ENGINE_RX_BUDGET 256
+#define ENGINE_RX_BUDGET UROCE_RX_BATCH
 
 static const uint32_t rnr_timer_us[32] = {
 	655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960,
@@ -54,8 +54,10 @@ static void engine_leave(struct uroce_nic *nic)
 	atomic_fetch_add(&nic->engine_seq, 1);
 }
 
-static void engine_receive(struct uroce_nic *nic, struct uroce_rxpkt *pkts)
+/* Caller holds rx_lock, which also guards nic->rx_pkts. */
+static void engine_receive(struct uroce_nic *nic)
 {
+	struct uroce_rxpkt *pkts = nic->rx_pkts;
 	int budget = ENGINE_RX_BUDGET;
 	int n;
 
@@ -99,7 +101,6 @@ static uint64_t engine_timers(struct uroce_nic *nic)
 static void *engine_main(void *arg)
 {
 	struct uroce_nic *nic = arg;
-	struct uroce_rxpkt pkts[UROCE_RX_BATCH];
 	struct pollfd pfd[8];
 	int nfds, fds[7];
 	uint64_t next = UINT64_MAX;
@@ -149,7 +150,7 @@ static void *engine_main(void *arg)
 		engine_enter(nic);
 		if (uroce_now_ns() - atomic_load(&nic->app_poll_ns) >=
 		    ENGINE_DEFER_NS)
-			engine_receive(nic, pkts);
+			engine_receive(nic);
 		/* From here a poster must kick us if it arms an earlier timer
 		 * than the one we are about to compute (see uroce_nic_kick). */
 		atomic_store(&nic->engine_sleep_until, UINT64_MAX);
@@ -162,14 +163,12 @@ static void *engine_main(void *arg)
 
 void uroce_engine_poll(struct uroce_nic *nic)
 {
-	struct uroce_rxpkt pkts[UROCE_RX_BATCH];
-
 	atomic_store(&nic->app_poll_ns, uroce_now_ns());
 	/* Whoever holds rx_lock is already receiving: nothing to add. */
 	if (pthread_mutex_trylock(&nic->rx_lock))
 		return;
 	engine_enter(nic);
-	engine_receive(nic, pkts);
+	engine_receive(nic);
 	engine_leave(nic);
 	pthread_mutex_unlock(&nic->rx_lock);
 }

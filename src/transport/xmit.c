@@ -15,15 +15,21 @@ static const void *sockaddr_ip(const union uroce_sockaddr *sa)
  * The ICRC covers the IPv4 identification and flags, which the kernel fills
  * in.  The backend sends from unconnected sockets with IP_PMTUDISC_DO, for
  * which Linux emits DF with identification 0 (ip_select_ident), so that is
- * what we compute over.
+ * what we compute over; the segments of a GSO run get 0, 1, 2, ...
  */
 int uroce_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n)
 {
 	struct uroce_nic *nic = qp->nic;
+	unsigned run_end = 0, run_start = 0;
 	int sent;
 
 	for (unsigned i = 0; i < n; i++) {
 		struct uroce_txpkt *p = &pkts[i];
+
+		if (i == run_end) {
+			run_start = i;
+			run_end = i + (nic->gso ? uroce_gso_run(p, n - i) : 1);
+		}
 		struct iovec *tail = &p->iov[p->niov - 1];
 		size_t pad = tail->iov_len - ICRC_LEN;
 		struct uroce_icrc_ip ip = {
@@ -32,7 +38,7 @@ int uroce_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n)
 			.dst = sockaddr_ip(p->dst),
 			.sport = qp->sport,
 			.dport = ntohs(p->dst->in4.sin_port),
-			.ip_id = 0,
+			.ip_id = (uint16_t)(i - run_start),
 			.df = true,
 		};
 

@@ -1,0 +1,379 @@
+/*
+ * netbase: the kernel-socket baselines that bench/run.sh sets next to
+ * perftest over uroce.  One process, two sides on 127.0.0.1: the connection
+ * is made first, then the process forks; the child serves, the parent
+ * measures and prints one line.
+ *
+ *   netbase udp-pingpong|tcp-pingpong [-s bytes] [-n round trips] [-b]
+ *	A message of -s bytes goes to the child and back, -n times (after
+ *	warm-up round trips that are not counted).  Prints the median and
+ *	99th percentile round trip, and half the median, which is what
+ *	perftest's ib_write_lat and ib_send_lat report.
+ *
+ *   netbase tcp-stream [-s bytes] [-n writes] [-r repeats]
+ *	-n writes of -s bytes each, then the child, having read them all,
+ *	answers with one byte; the time from the first write to that answer
+ *	gives the bandwidth, measured at the sender like perftest's "BW
+ *	average".  Repeated -r times; prints the median in MiB/s (perftest's
+ *	"MB/sec" is 2^20 bytes per second) and every run.
+ *
+ * -b busy-polls the ping-pong sockets (non-blocking receives in a loop), as
+ * perftest polls its completion queues and uroce its UDP socket; without it
+ * a receiver sleeps in the kernel until its message arrives.
+ *
+ * Both sides run under alarm(-l seconds, default 30), and the child dies
+ * with the parent, so a lost datagram or a stuck peer cannot hang a
+ * benchmark run.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum mode { UDP_PINGPONG, TCP_PINGPONG, TCP_STREAM };
+
+static const char *const mode_names[] = {
+	[UDP_PINGPONG] = "udp-pingpong",
+	[TCP_PINGPONG] = "tcp-pingpong",
+	[TCP_STREAM] = "tcp-stream",
+};
+
+/* Round trips before the measured ones: caches, TCP's window, the scheduler. */
+enum { WARMUP = 1000 };
+
+/* A UDP datagram on IPv4 carries at most this much. */
+enum { UDP_MAX = 65507 };
+
+struct opts {
+	enum mode mode;
+	size_t size;
+	unsigned long iters;
+	unsigned repeats;
+	bool busy;
+	unsigned limit_s;
+};
+
+static const char *role = "netbase";
+
+static _Noreturn void die(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", role);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static _Noreturn void usage(void)
+{
+	fprintf(stderr,
+		"usage: netbase udp-pingpong|tcp-pingpong [-s bytes] [-n iters] [-b] [-l seconds]\n"
+		"       netbase tcp-stream [-s bytes] [-n writes] [-r repeats] [-l seconds]\n");
+	exit(2);
+}
+
+static unsigned long number(const char *s, unsigned long min, unsigned long max)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 0);
+	if (errno || end == s || *end || v < min || v > max)
+		die("bad number %s (%lu..%lu)", s, min, max);
+	return v;
+}
+
+static void parse(int argc, char **argv, struct opts *o)
+{
+	int c;
+	size_t m;
+
+	if (argc < 2)
+		usage();
+	for (m = 0; m < sizeof(mode_names) / sizeof(mode_names[0]); m++)
+		if (!strcmp(argv[1], mode_names[m]))
+			break;
+	if (m == sizeof(mode_names) / sizeof(mode_names[0]))
+		usage();
+	*o = (struct opts){ .mode = m, .size = 64, .iters = 10000,
+			    .repeats = 3, .limit_s = 30 };
+	optind = 2;
+	while ((c = getopt(argc, argv, "s:n:r:bl:")) != -1) {
+		switch (c) {
+		case 's':
+			o->size = number(optarg, 1, 1ul << 30);
+			break;
+		case 'n':
+			o->iters = number(optarg, 1, 1ul << 30);
+			break;
+		case 'r':
+			o->repeats = number(optarg, 1, 100);
+			break;
+		case 'b':
+			o->busy = true;
+			break;
+		case 'l':
+			o->limit_s = number(optarg, 1, 3600);
+			break;
+		default:
+			usage();
+		}
+	}
+	if (optind != argc)
+		usage();
+	if (o->mode == UDP_PINGPONG && o->size > UDP_MAX)
+		die("a UDP message holds at most %d bytes", UDP_MAX);
+	if (o->busy && o->mode == TCP_STREAM)
+		die("-b is for the ping-pong modes");
+}
+
+/* ---- connection ------------------------------------------------------------ */
+
+static struct sockaddr_in loopback(void)
+{
+	return (struct sockaddr_in){ .sin_family = AF_INET,
+				     .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+}
+
+static int bound_socket(int type, struct sockaddr_in *sa)
+{
+	socklen_t len = sizeof(*sa);
+	int fd = socket(AF_INET, type, 0);
+
+	/* port 0: the kernel picks a free one, so runs never collide */
+	*sa = loopback();
+	if (fd < 0 || bind(fd, (struct sockaddr *)sa, sizeof(*sa)) ||
+	    getsockname(fd, (struct sockaddr *)sa, &len))
+		die("socket: %s", strerror(errno));
+	return fd;
+}
+
+/* Two UDP sockets connected to each other, or the two ends of a TCP connection. */
+static void connect_pair(const struct opts *o, int fd[2])
+{
+	struct sockaddr_in a, b;
+	int lfd, one = 1;
+
+	if (o->mode == UDP_PINGPONG) {
+		fd[0] = bound_socket(SOCK_DGRAM, &a);
+		fd[1] = bound_socket(SOCK_DGRAM, &b);
+		if (connect(fd[0], (struct sockaddr *)&b, sizeof(b)) ||
+		    connect(fd[1], (struct sockaddr *)&a, sizeof(a)))
+			die("connect: %s", strerror(errno));
+		return;
+	}
+
+	/* The kernel completes a loopback connect from the listen backlog. */
+	lfd = bound_socket(SOCK_STREAM, &a);
+	fd[0] = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd[0] < 0 || listen(lfd, 1) ||
+	    connect(fd[0], (struct sockaddr *)&a, sizeof(a)))
+		die("connect: %s", strerror(errno));
+	fd[1] = accept(lfd, NULL, NULL);
+	if (fd[1] < 0)
+		die("accept: %s", strerror(errno));
+	close(lfd);
+	/* Ping-pong messages must leave at once, not wait for Nagle. */
+	for (int i = 0; i < 2; i++)
+		if (setsockopt(fd[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)))
+			die("TCP_NODELAY: %s", strerror(errno));
+}
+
+/* ---- data path ------------------------------------------------------------ */
+
+static void send_all(int fd, const uint8_t *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			die("send: %s", n ? strerror(errno) : "nothing sent");
+		buf += n;
+		len -= (size_t)n;
+	}
+}
+
+/*
+ * Receives exactly len bytes: one datagram, or as many stream segments as it
+ * takes.  Returns false at the end: an empty datagram, or the peer's close()
+ * before the first byte.
+ */
+static bool recv_all(const struct opts *o, int fd, uint8_t *buf, size_t len)
+{
+	int flags = o->busy ? MSG_DONTWAIT : 0;
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = recv(fd, buf + got, len - got, flags);
+
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n == 0 && got == 0)
+			return false;
+		if (n <= 0)
+			die("recv: %s", n ? strerror(errno) : "peer closed mid-message");
+		if (o->mode == UDP_PINGPONG && (size_t)n != len)
+			die("datagram of %zd bytes, expected %zu", n, len);
+		got += (size_t)n;
+	}
+	return true;
+}
+
+/* The child: echo every message, or sink every stream run and acknowledge it. */
+static _Noreturn void serve(const struct opts *o, int fd, uint8_t *buf)
+{
+	uint8_t ack = 1;
+
+	if (o->mode != TCP_STREAM) {
+		while (recv_all(o, fd, buf, o->size))
+			send_all(fd, buf, o->size);
+		exit(0);
+	}
+	for (unsigned r = 0; r < o->repeats; r++) {
+		for (unsigned long i = 0; i < o->iters; i++)
+			if (!recv_all(o, fd, buf, o->size))
+				die("peer closed mid-run");
+		send_all(fd, &ack, 1);
+	}
+	exit(0);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+static void pingpong(const struct opts *o, int fd, uint8_t *buf)
+{
+	uint64_t *rtt = calloc(o->iters, sizeof(*rtt));
+	double med, p99;
+
+	if (!rtt)
+		die("out of memory");
+	for (unsigned long i = 0; i < WARMUP + o->iters; i++) {
+		uint64_t t0 = now_ns();
+
+		send_all(fd, buf, o->size);
+		if (!recv_all(o, fd, buf, o->size))
+			die("the server closed the connection");
+		if (i >= WARMUP)
+			rtt[i - WARMUP] = now_ns() - t0;
+	}
+	qsort(rtt, o->iters, sizeof(*rtt), cmp_u64);
+	med = rtt[o->iters / 2] / 1e3;
+	p99 = rtt[o->iters * 99 / 100] / 1e3;
+	printf("%s size=%zu iters=%lu busy=%d rtt_median_us=%.2f rtt_p99_us=%.2f oneway_median_us=%.2f\n",
+	       mode_names[o->mode], o->size, o->iters, o->busy, med, p99, med / 2);
+	free(rtt);
+}
+
+static void stream(const struct opts *o, int fd, uint8_t *buf)
+{
+	double *mibs = calloc(o->repeats, sizeof(*mibs));
+	double bytes = (double)o->size * (double)o->iters;
+	uint8_t ack;
+
+	if (!mibs)
+		die("out of memory");
+	for (unsigned r = 0; r < o->repeats; r++) {
+		uint64_t t0 = now_ns();
+
+		for (unsigned long i = 0; i < o->iters; i++)
+			send_all(fd, buf, o->size);
+		if (!recv_all(o, fd, &ack, 1))
+			die("the server closed the connection");
+		mibs[r] = bytes / ((now_ns() - t0) / 1e9) / (1 << 20);
+	}
+	printf("%s size=%zu writes=%lu repeats=%u", mode_names[o->mode],
+	       o->size, o->iters, o->repeats);
+	printf(" runs_mib_s=");
+	for (unsigned r = 0; r < o->repeats; r++)
+		printf("%s%.1f", r ? "," : "", mibs[r]);
+	/* insertion sort: a handful of runs */
+	for (unsigned i = 1; i < o->repeats; i++)
+		for (unsigned j = i; j && mibs[j - 1] > mibs[j]; j--) {
+			double t = mibs[j];
+
+			mibs[j] = mibs[j - 1];
+			mibs[j - 1] = t;
+		}
+	printf(" median_mib_s=%.1f\n", mibs[o->repeats / 2]);
+	free(mibs);
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	int fd[2], status;
+	uint8_t *buf;
+	pid_t pid, parent = getpid();
+
+	parse(argc, argv, &o);
+	buf = malloc(o.size);
+	if (!buf)
+		die("out of memory");
+	/* touched now, so that page faults stay out of the measurement */
+	memset(buf, 0x5a, o.size);
+	connect_pair(&o, fd);
+
+	pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		role = "netbase server";
+		/* dies with the parent, even if the parent is killed */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+			exit(1);
+		close(fd[0]);
+		alarm(o.limit_s);
+		serve(&o, fd[1], buf);
+	}
+	close(fd[1]);
+	alarm(o.limit_s);
+	if (o.mode == TCP_STREAM)
+		stream(&o, fd[0], buf);
+	else
+		pingpong(&o, fd[0], buf);
+	fflush(stdout);
+
+	/* UDP has no close() the other side sees: an empty datagram ends it. */
+	if (o.mode == UDP_PINGPONG && send(fd[0], buf, 0, 0))
+		die("send: %s", strerror(errno));
+	close(fd[0]);
+	if (waitpid(pid, &status, 0) != pid)
+		die("waitpid: %s", strerror(errno));
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		die("the server failed");
+	return 0;
+}

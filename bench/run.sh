@@ -1,0 +1,239 @@
+#!/usr/bin/env bash
+# Benchmarks uroce against the kernel sockets it runs on, on this machine:
+# Debian's unmodified perftest over uroce (LD_LIBRARY_PATH=build/lib) next to
+# UDP and TCP over loopback, measured by bench/netbase.  Prints markdown
+# tables, with the date and the machine, on stdout; progress goes to stderr.
+#
+#   bench/run.sh [build directory, default build]
+#
+# It builds what it runs in that directory first (configuring it if it has
+# never been).
+#
+# Latency is the median: perftest's t_typical over LAT_ITERS iterations, and
+# netbase's median over as many round trips.  ib_write_lat and ib_send_lat
+# report half the round trip, ib_read_lat the whole round trip (a READ is a
+# request and its response), so each is set next to the same measure of the
+# socket ping-pong.  Bandwidth is the median of BW_REPEATS runs: perftest's
+# "BW average" and netbase's tcp-stream, both the bytes of BW_ITERS[size]
+# messages over the time from the first post/write to the last completion
+# (or the receiver's acknowledgement), in MiB/s (perftest's "MB/sec" is
+# 2^20 bytes per second).
+#
+# Everything runs one measurement at a time, on 127.0.0.1 only: two processes
+# per measurement already need both cores of a small machine.  Every process
+# runs under a timeout, so the whole run stays within a few minutes even if
+# a test hangs; one that fails is reported in its cell and on stderr.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$(realpath -m -- "${1:-$root/build}")
+cd "$root"
+
+LAT_SIZES=(2 64 4096)
+LAT_ITERS=10000
+BW_SIZES=(4096 65536 1048576)
+declare -A BW_ITERS=([4096]=20000 [65536]=2000 [1048576]=200)
+BW_REPEATS=3
+LIMIT=30		# seconds any one process may run
+PORT=18900		# perftest's TCP ports: the first free ones from here
+
+[ -f "$build/CMakeCache.txt" ] ||
+	cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2 || exit 1
+# Only what the benchmarks run: the library, perftest's provider stubs, netbase.
+cmake --build "$build" -j "$(nproc)" --target ibverbs mlx5_stub efa_stub netbase >&2 ||
+	exit 1
+netbase=$build/bench/netbase
+# perftest links against the system libibverbs; this makes it load uroce's.
+export LD_LIBRARY_PATH="$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+tmp=$(mktemp -d)
+# Every measurement runs in the background and the shell waits for it with
+# the wait builtin, which, unlike a foreground command, a signal interrupts:
+# ^C stops the run at once, and the trap kills what is still running.
+pids=()
+cleanup() {
+	[ ${#pids[@]} -eq 0 ] || kill "${pids[@]}" 2>/dev/null
+	wait
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+failures=0
+
+# start <output file> <command...>: starts <command> under timeout, which
+# passes a kill on to it.
+start() {
+	local out=$1
+	shift
+	timeout -k 5 $LIMIT "$@" >"$out" 2>&1 &
+	pids+=($!)
+}
+
+# listening <port>: whether a TCP socket listens on <port>, from the kernel's
+# socket tables (connecting would use up the perftest server's one accept).
+listening() {
+	local hex
+	hex=$(printf '%04X' "$1")
+	awk -v p=":$hex" '$2 ~ p"$" && $4 == "0A" { found = 1 }
+			  END { exit !found }' /proc/net/tcp /proc/net/tcp6
+}
+
+# fail <what> <log>: reports a measurement that produced no number.
+fail() {
+	echo "FAILED: $1" >&2
+	tail -n 5 "$2" | sed 's/^/    /' >&2
+	failures=$((failures + 1))
+	result=failed
+}
+
+# perftest <tool> <size> <iters> <column>: runs <tool> as server and client
+# on 127.0.0.1; sets result to <column> of the client's result row.
+perftest() {
+	local tool=$1 size=$2 iters=$3 col=$4 port args status
+	while listening $PORT; do PORT=$((PORT + 1)); done
+	port=$PORT
+	PORT=$((PORT + 1))
+	args=(-x 0 -p $port -s "$size" -n "$iters")
+	echo "  $tool ${args[*]}" >&2
+
+	start "$tmp/server" "$tool" "${args[@]}"
+	for ((i = 0; i < 100; i++)); do
+		listening $port && break
+		kill -0 "${pids[0]}" 2>/dev/null || break
+		sleep 0.05
+	done
+	start "$tmp/client" "$tool" "${args[@]}" 127.0.0.1
+	wait "${pids[1]}"
+	status=$?
+	# a server whose client failed would wait for it until the timeout
+	[ $status -eq 0 ] || kill "${pids[0]}" 2>/dev/null
+	wait "${pids[0]}" || status=$((status ? status : $?))
+	pids=()
+	if [ $status -eq 0 ] &&
+	   result=$(awk -v s="$size" -v c="$col" '$1 == s && NF >= c { print $c; n++ }
+						 END { exit n != 1 }' "$tmp/client"); then
+		return
+	fi
+	cat "$tmp/server" >>"$tmp/client"
+	fail "$tool ${args[*]} 127.0.0.1 (exit status $status)" "$tmp/client"
+}
+
+# netbase <field> <mode> <args...>: sets result to <field> of netbase's line.
+netbase() {
+	local field=$1 status
+	shift
+	echo "  netbase $*" >&2
+	start "$tmp/netbase" "$netbase" "$@"
+	wait "${pids[0]}"
+	status=$?
+	pids=()
+	if [ $status -eq 0 ] &&
+	   result=$(tr ' ' '\n' <"$tmp/netbase" | sed -n "s/^$field=//p" | grep .); then
+		return
+	fi
+	fail "netbase $* (exit status $status)" "$tmp/netbase"
+}
+
+# median <numbers...>
+median() {
+	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
+		END { print (v[int((NR + 1) / 2)] ~ /^[0-9.]+$/) ? v[int((NR + 1) / 2)] : "failed" }'
+}
+
+# ratio <a> <b>: a / b, or a dash if either is missing.
+ratio() {
+	awk -v a="$1" -v b="$2" 'BEGIN {
+		if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b > 0) printf "%.2f\n", a / b
+		else print "-" }'
+}
+
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+load_before=$(cut -d ' ' -f 1-3 /proc/loadavg)
+start=$(date +%s)
+
+# ---- latency ---------------------------------------------------------------
+
+echo "latency, $LAT_ITERS round trips each:" >&2
+declare -A udp_rtt udpb_rtt tcp_rtt lat
+for s in "${LAT_SIZES[@]}"; do
+	netbase rtt_median_us udp-pingpong -s $s -n $LAT_ITERS
+	udp_rtt[$s]=$result
+	netbase rtt_median_us udp-pingpong -s $s -n $LAT_ITERS -b
+	udpb_rtt[$s]=$result
+	netbase rtt_median_us tcp-pingpong -s $s -n $LAT_ITERS
+	tcp_rtt[$s]=$result
+	for verb in write read send; do
+		# column 5 of perftest's latency row is t_typical, the median
+		perftest ib_${verb}_lat $s $LAT_ITERS 5
+		lat[$verb,$s]=$result
+	done
+done
+
+# ---- bandwidth -------------------------------------------------------------
+
+echo "bandwidth, $BW_REPEATS runs each:" >&2
+declare -A tcp_bw bw
+for s in "${BW_SIZES[@]}"; do
+	netbase median_mib_s tcp-stream -s $s -n ${BW_ITERS[$s]} -r $BW_REPEATS
+	tcp_bw[$s]=$result
+	for verb in write read send; do
+		runs=()
+		for ((r = 0; r < BW_REPEATS; r++)); do
+			# column 4 of perftest's bandwidth row is BW average
+			perftest ib_${verb}_bw $s ${BW_ITERS[$s]} 4
+			runs+=("$result")
+		done
+		bw[$verb,$s]=$(median "${runs[@]}")
+	done
+done
+
+# ---- report ----------------------------------------------------------------
+
+half() {
+	awk -v a="$1" 'BEGIN { if (a ~ /^[0-9.]+$/) printf "%.2f\n", a / 2; else print a }'
+}
+
+echo "## uroce vs kernel sockets, loopback"
+echo
+echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'), run time $(($(date +%s) - start)) s"
+echo "- machine: $(nproc) CPUs ($cpu), Linux $(uname -r)"
+echo "- load average before / after: $load_before / $(cut -d ' ' -f 1-3 /proc/loadavg)"
+echo "- uroce: $(git describe --always --dirty 2>/dev/null || echo unknown)" \
+     "$(env | grep '^UROCE_' | tr '\n' ' ')"
+echo "- command: bench/run.sh $*"
+echo
+echo "Latency in µs, medians of $LAT_ITERS round trips.  WRITE and SEND: one way" \
+     "(round trip / 2, as perftest reports them); READ: the whole round trip." \
+     "UDP and TCP: ping-pong of the same size; UDP busy-poll spins on" \
+     "non-blocking receives, as perftest and uroce do."
+echo
+echo "| test | size (B) | uroce | UDP | UDP busy-poll | TCP | uroce / UDP | uroce / UDP busy-poll | uroce / TCP |"
+echo "|------|---------:|------:|----:|--------------:|----:|------------:|----------------------:|------------:|"
+for verb in write read send; do
+	for s in "${LAT_SIZES[@]}"; do
+		u=${udp_rtt[$s]} ub=${udpb_rtt[$s]} t=${tcp_rtt[$s]}
+		if [ $verb != read ]; then
+			u=$(half "$u") ub=$(half "$ub") t=$(half "$t")
+		fi
+		l=${lat[$verb,$s]}
+		echo "| ib_${verb}_lat | $s | $l | $u | $ub | $t |" \
+		     "$(ratio "$l" "$u") | $(ratio "$l" "$ub") | $(ratio "$l" "$t") |"
+	done
+done
+echo
+echo "Bandwidth in MiB/s, medians of $BW_REPEATS runs of" \
+     "$(for s in "${BW_SIZES[@]}"; do printf '%s × %s B, ' "${BW_ITERS[$s]}" "$s"; done |
+	sed 's/, $//').  TCP: a stream of writes of the same size."
+echo
+echo "| size (B) | ib_write_bw | ib_read_bw | ib_send_bw | TCP stream | write / TCP | read / TCP | send / TCP |"
+echo "|---------:|------------:|-----------:|-----------:|-----------:|------------:|-----------:|-----------:|"
+for s in "${BW_SIZES[@]}"; do
+	t=${tcp_bw[$s]}
+	echo "| $s | ${bw[write,$s]} | ${bw[read,$s]} | ${bw[send,$s]} | $t |" \
+	     "$(ratio "${bw[write,$s]}" "$t") | $(ratio "${bw[read,$s]}" "$t") |" \
+	     "$(ratio "${bw[send,$s]}" "$t") |"
+done
+
+if [ $failures -ne 0 ]; then
+	echo "$failures measurement(s) failed; see above" >&2
+	exit 1
+fi

@@ -34,7 +34,8 @@ BW_SIZES=(4096 65536 1048576)
 declare -A BW_ITERS=([4096]=20000 [65536]=2000 [1048576]=200)
 BW_REPEATS=3
 LIMIT=30		# seconds any one process may run
-PORT=18900		# perftest's TCP ports: the first free ones from here
+PORT=28700		# perftest's TCP ports: the first free ones from here, away
+		# from the tests' (18600 and up) and the ephemeral range (32768 and up)
 
 [ -f "$build/CMakeCache.txt" ] ||
 	cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2 || exit 1

@@ -156,6 +156,21 @@ static const char *set_window(struct uroce_config *c, const char *v)
 	return NULL;
 }
 
+static const char *set_rate(struct uroce_config *c, const char *v)
+{
+	double gbps;
+	char *end;
+
+	errno = 0;
+	gbps = strtod(v, &end);
+	while (*end == ' ' || *end == '\t')
+		end++;
+	if (errno || end == v || *end || !(gbps >= 0.001 && gbps <= 400))
+		return "expected a link rate in Gbit/s, 0.001..400";
+	c->rate_mbps = (unsigned)(gbps * 1000 + 0.5);
+	return NULL;
+}
+
 static const char *set_faults(struct uroce_config *c, const char *v)
 {
 	struct uroce_faults_cfg f = c->faults;
@@ -219,6 +234,7 @@ static const struct setting {
 	{ "UROCE_MTU", "mtu", set_mtu },
 	{ "UROCE_ADDRS", "addrs", set_addrs },
 	{ "UROCE_WINDOW", "window", set_window },
+	{ "UROCE_RATE", "rate", set_rate },
 	{ "UROCE_FAULTS", "faults", set_faults },
 	{ "UROCE_DEBUG", "debug", set_debug },
 	{ "UROCE_PCAP", "pcap", set_pcap },
@@ -291,6 +307,7 @@ static void load_config(void)
 	cfg.udp_port = UROCE_UDP_PORT;
 	cfg.max_mtu = IBV_MTU_4096;
 	cfg.window = UROCE_DEFAULT_WINDOW;
+	cfg.rate_mbps = UROCE_DEFAULT_RATE_MBPS;
 	/* A fixed default seed keeps fault runs reproducible unless asked. */
 	cfg.faults.seed = 1;
 

@@ -41,6 +41,9 @@ enum uroce_params {
 	/* Transport: unacknowledged packets in flight per QP, and how often a
 	 * long message asks for an ACK so the window keeps moving. */
 	UROCE_DEFAULT_WINDOW = 128,
+	/* The port's link rate (1X EDR): what query_port reports, and what
+	 * UC and UD, which nothing else slows down, are paced to. */
+	UROCE_DEFAULT_RATE_MBPS = 25000,
 	UROCE_ACKREQ_EVERY = 32,
 
 	/* packets per receive call: room for 16 GRO datagrams of up to 64

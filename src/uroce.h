@@ -41,6 +41,7 @@ struct uroce_config {
 	enum ibv_mtu max_mtu;		/* UROCE_MTU (256..4096), default 4096 */
 	char addrs[512];		/* UROCE_ADDRS: comma list; empty = all */
 	unsigned window;		/* UROCE_WINDOW: packets in flight per QP */
+	unsigned rate_mbps;		/* UROCE_RATE: link rate, Mbit/s */
 	struct uroce_faults_cfg faults;	/* UROCE_FAULTS=drop=0.02,dup=..,reorder=..,seed=7 */
 	int debug;			/* UROCE_DEBUG=1: log drops to stderr */
 	char pcap[256];			/* UROCE_PCAP: capture file; empty = off */
@@ -422,7 +423,8 @@ struct uroce_qp {
 		uint32_t offset;	/* bytes of sq[sq_next] already packetized */
 		uint32_t since_ackreq;	/* packets since we last asked for an ACK */
 		uint32_t rd_atomic_out;	/* READ/atomic requests in flight */
-		uint64_t rnr_until;	/* ns; 0 = not waiting on RNR */
+		uint64_t wait_until;	/* ns: RNR wait or UC/UD pacing; 0 = none */
+		uint64_t pace_ns;	/* UC/UD: when the link is free again */
 	} req;
 	struct {
 		uint32_t psn;		/* oldest unacknowledged PSN */

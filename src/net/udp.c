@@ -35,7 +35,7 @@
 
 enum {
 	BTH_BYTES = 12,		/* shortest datagram that has a DestQP */
-	SOCK_BUF = 4 << 20,	/* socket buffers; the kernel caps at [rw]mem_max */
+	SOCK_BUF = 16 << 20,	/* socket buffers: a whole 8 MiB UC message */
 	TX_CHUNK = 256,		/* tx handles per lazily allocated table chunk */
 	TX_MAX = UROCE_MAX_QP + 1,	/* one endpoint per QP at most */
 	TX_CHUNKS = TX_MAX / TX_CHUNK,
@@ -115,6 +115,19 @@ static int setopt(int fd, int level, int name, int val)
 	return setsockopt(fd, level, name, &val, sizeof(val)) ? -errno : 0;
 }
 
+/* A socket buffer of SOCK_BUF bytes.  The kernel caps SO_RCVBUF/SO_SNDBUF
+ * at net.core.[rw]mem_max (212992 by default: some 50 MTU-sized packets,
+ * less than a window); with CAP_NET_ADMIN the *FORCE options go past it.
+ * uroce never needs the capability, it only uses it when it has it. */
+static int set_buf(int fd, int name)
+{
+	int force = name == SO_RCVBUF ? SO_RCVBUFFORCE : SO_SNDBUFFORCE;
+
+	if (!setopt(fd, SOL_SOCKET, force, SOCK_BUF))
+		return 0;
+	return setopt(fd, SOL_SOCKET, name, SOCK_BUF);
+}
+
 static socklen_t addr_len(int family)
 {
 	return family == AF_INET ? sizeof(struct sockaddr_in)
@@ -160,7 +173,7 @@ static int rx_socket_at(const union uroce_sockaddr *a, int *out)
 		return -errno;
 	err = setopt(fd, SOL_SOCKET, SO_REUSEPORT, 1);
 	if (!err)
-		err = setopt(fd, SOL_SOCKET, SO_RCVBUF, SOCK_BUF);
+		err = set_buf(fd, SO_RCVBUF);
 	if (family == AF_INET) {
 		if (!err)
 			err = setopt(fd, IPPROTO_IP, IP_PKTINFO, 1);
@@ -395,7 +408,7 @@ static int tx_socket(int family, uint16_t sport)
 		err = setopt(fd, SOL_SOCKET, SO_RCVBUF, 1);
 	/* room for a whole window of MTU-sized packets in the qdisc */
 	if (!err)
-		err = setopt(fd, SOL_SOCKET, SO_SNDBUF, SOCK_BUF);
+		err = set_buf(fd, SO_SNDBUF);
 	if (family == AF_INET) {
 		/* The ICRC covers the IPv4 identification and flags.  With
 		 * DF set, Linux gives datagrams of an unconnected socket ID 0
@@ -758,7 +771,7 @@ static int fwd_conn(struct udp_priv *p, unsigned slot)
 		return -1;
 	len = slot_name(&un, p->port, p->uid, slot);
 	/* deep enough for a window of MTU-sized packets */
-	if (setopt(fd, SOL_SOCKET, SO_SNDBUF, SOCK_BUF) ||
+	if (set_buf(fd, SO_SNDBUF) ||
 	    connect(fd, (struct sockaddr *)&un, len)) {
 		close(fd);
 		return -1;

@@ -67,7 +67,7 @@ void uroce_comp_flush(struct uroce_qp *qp)
 	qp->req.offset = 0;
 	qp->req.rd_atomic_out = 0;
 	qp->comp.deadline = 0;
-	qp->req.rnr_until = 0;
+	qp->req.wait_until = 0;
 }
 
 /* Forward progress: restart the retry budget and the ACK timer. */
@@ -244,8 +244,8 @@ static void comp_ack(struct uroce_qp *qp, struct uroce_pkt *pkt)
 			qp->comp.rnr_retry_left--;
 		uroce_req_rewind(qp, pkt->psn);
 		qp->comp.deadline = 0;
-		qp->req.rnr_until = uroce_now_ns() + uroce_rnr_timer_ns(syn & 0x1F);
-		uroce_nic_kick(qp->nic, qp->req.rnr_until);
+		qp->req.wait_until = uroce_now_ns() + uroce_rnr_timer_ns(syn & 0x1F);
+		uroce_nic_kick(qp->nic, qp->req.wait_until);
 		break;
 	case AETH_NAK:
 		comp_ack_upto(qp, pkt->psn);
@@ -319,8 +319,8 @@ void uroce_comp_timer(struct uroce_qp *qp, uint64_t now)
 {
 	if (atomic_load(&qp->state) == IBV_QPS_ERR)
 		return;
-	if (qp->req.rnr_until && now >= qp->req.rnr_until) {
-		qp->req.rnr_until = 0;
+	if (qp->req.wait_until && now >= qp->req.wait_until) {
+		qp->req.wait_until = 0;
 		uroce_req_progress(qp);
 	}
 	if (!qp->comp.deadline || now < qp->comp.deadline)

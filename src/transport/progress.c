@@ -89,8 +89,8 @@ static uint64_t engine_timers(struct uroce_nic *nic)
 		pthread_mutex_lock(&qp->sq_lock);
 		uroce_comp_timer(qp, now);
 		d = qp->comp.deadline;
-		if (qp->req.rnr_until && (!d || qp->req.rnr_until < d))
-			d = qp->req.rnr_until;
+		if (qp->req.wait_until && (!d || qp->req.wait_until < d))
+			d = qp->req.wait_until;
 		pthread_mutex_unlock(&qp->sq_lock);
 		if (d && d < next)
 			next = d;

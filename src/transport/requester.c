@@ -208,6 +208,33 @@ static void flush_batch(struct uroce_qp *qp, struct uroce_txpkt *pkts,
 	*n = 0;
 }
 
+/* Bytes a UC/UD QP may send at once before pacing holds it back. */
+enum { PACE_BURST = 256 << 10 };
+
+/*
+ * UC and UD are paced to the port's link rate, as a NIC's serializer would
+ * pace them: nothing else slows them down (RC waits for ACKs), and a
+ * receiver that cannot keep up loses whole messages.  Returns false, with
+ * the engine asked to come back, if the link is busy.
+ */
+static bool pace(struct uroce_qp *qp, uint32_t bytes)
+{
+	uint64_t now = uroce_now_ns();
+	uint64_t burst_ns = (uint64_t)PACE_BURST * 8000 /
+			    qp->nic->cfg->rate_mbps;
+
+	if (qp->req.pace_ns < now - burst_ns)
+		qp->req.pace_ns = now - burst_ns;
+	if (qp->req.pace_ns > now) {
+		qp->req.wait_until = qp->req.pace_ns;
+		uroce_nic_kick(qp->nic, qp->req.wait_until);
+		return false;
+	}
+	/* bytes * 8 bits / (Mbit/s) = microseconds: * 1000 for ns */
+	qp->req.pace_ns += (uint64_t)bytes * 8000 / qp->nic->cfg->rate_mbps;
+	return true;
+}
+
 /*
  * UC and UD: nothing is acknowledged, so a WQE completes as soon as its last
  * packet is handed to the network (IBTA 9.8.3, 9.8.4).
@@ -220,6 +247,12 @@ static void req_progress_unacked(struct uroce_qp *qp, enum ibv_qp_state state)
 	while (qp->sq_next != qp->sq_head) {
 		struct uroce_send_wqe *wqe = &qp->sq[qp->sq_next];
 		bool last;
+
+		uint32_t left = wqe->length - qp->req.offset;
+
+		/* payload and, roughly, headers of the next packet */
+		if (!pace(qp, (left < qp->mtu ? left : qp->mtu) + 64))
+			break;
 
 		if (wqe->state == WQE_POSTED) {
 			if (state == IBV_QPS_SQD)
@@ -264,7 +297,7 @@ void uroce_req_progress(struct uroce_qp *qp)
 	unsigned n = 0;
 	uint32_t window = qp->nic->cfg->window;
 
-	if ((state != IBV_QPS_RTS && state != IBV_QPS_SQD) || qp->req.rnr_until)
+	if ((state != IBV_QPS_RTS && state != IBV_QPS_SQD) || qp->req.wait_until)
 		return;
 	if (qp->ibqpx.qp_base.qp_type != IBV_QPT_RC) {
 		req_progress_unacked(qp, state);

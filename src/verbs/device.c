@@ -318,6 +318,26 @@ int uroce_query_device_ex(struct ibv_context *context,
 
 /* ---- port ----------------------------------------------------------------- */
 
+/* The IB width and speed codes of the slowest link at least as fast as
+ * UROCE_RATE (25 Gb/s by default: one EDR lane). */
+static void port_speed(unsigned rate_mbps, struct ibv_port_attr *pa)
+{
+	static const struct {
+		unsigned mbps;
+		uint8_t width, speed;	/* 1 = 1X, 2 = 4X; 1 SDR .. 128 NDR */
+	} links[] = {
+		{ 2500, 1, 1 },   { 5000, 1, 2 },    { 10000, 1, 4 },
+		{ 14062, 1, 16 }, { 25781, 1, 32 },  { 53125, 1, 64 },
+		{ 103125, 2, 32 }, { 212500, 2, 64 }, { 425000, 2, 128 },
+	};
+	size_t i = 0;
+
+	while (i + 1 < ARRAY_SIZE(links) && links[i].mbps < rate_mbps)
+		i++;
+	pa->active_width = links[i].width;
+	pa->active_speed = links[i].speed;
+}
+
 int uroce_query_port_ex(struct ibv_context *context, uint8_t port,
 			struct ibv_port_attr *attr, size_t len)
 {
@@ -340,10 +360,7 @@ int uroce_query_port_ex(struct ibv_context *context, uint8_t port,
 	pa.pkey_tbl_len = UROCE_PKEY_TBL_LEN;
 	/* Ethernet has no subnet manager: LID, SM LID and LMC are all 0. */
 	pa.max_vl_num = 1;		/* VL0 only */
-	/* One 25 Gb/s lane (1X EDR): the class of link a software stack over
-	 * kernel UDP sockets can drive. */
-	pa.active_width = 1;
-	pa.active_speed = 32;
+	port_speed(cfg->rate_mbps, &pa);
 	pa.phys_state = 5;		/* LinkUp */
 	pa.link_layer = IBV_LINK_LAYER_ETHERNET;
 	/* peers are addressed by GID alone, so every AH needs a GRH */

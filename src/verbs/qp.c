@@ -505,7 +505,7 @@ void uroce_qp_to_error_locked(struct uroce_qp *qp, bool async_event)
 	qp->ibqpx.qp_base.state = IBV_QPS_ERR;
 	qp->attr.qp_state = IBV_QPS_ERR;
 	qp->comp.deadline = 0;
-	qp->req.rnr_until = 0;
+	qp->req.wait_until = 0;
 	uroce_comp_flush(qp);
 	uroce_resp_flush(qp);
 	if (async_event && prev != IBV_QPS_ERR) {

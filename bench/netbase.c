@@ -5,21 +5,26 @@
  * measures and prints one line.
  *
  *   netbase udp-pingpong|tcp-pingpong [-s bytes] [-n round trips] [-b]
+ *		[-t seconds]
  *	A message of -s bytes goes to the child and back, -n times (after
- *	warm-up round trips that are not counted).  Prints the median and
- *	99th percentile round trip, and half the median, which is what
- *	perftest's ib_write_lat and ib_send_lat report.
+ *	warm-up round trips that are not counted), or fewer if that takes
+ *	longer than -t seconds (default 5).  Prints how many round trips were
+ *	measured, their median and 99th percentile, and half the median,
+ *	which is what perftest's ib_write_lat and ib_send_lat report.
  *
- *   netbase tcp-stream [-s bytes] [-n writes] [-r repeats]
+ *   netbase tcp-stream [-s bytes] [-n writes]
  *	-n writes of -s bytes each, then the child, having read them all,
  *	answers with one byte; the time from the first write to that answer
  *	gives the bandwidth, measured at the sender like perftest's "BW
- *	average".  Repeated -r times; prints the median in MiB/s (perftest's
- *	"MB/sec" is 2^20 bytes per second) and every run.
+ *	average".  Prints it in MiB/s (perftest's "MB/sec" is 2^20 bytes per
+ *	second).
  *
  * -b busy-polls the ping-pong sockets (non-blocking receives in a loop), as
  * perftest polls its completion queues and uroce its UDP socket; without it
- * a receiver sleeps in the kernel until its message arrives.
+ * a receiver sleeps in the kernel until its message arrives.  Two spinning
+ * processes that share one CPU pass the message on only as often as the
+ * scheduler switches between them, every few milliseconds; -t keeps such a
+ * run short.
  *
  * Both sides run under alarm(-l seconds, default 30), and the child dies
  * with the parent, so a lost datagram or a stuck peer cannot hang a
@@ -51,7 +56,7 @@ static const char *const mode_names[] = {
 };
 
 /* Round trips before the measured ones: caches, TCP's window, the scheduler. */
-enum { WARMUP = 1000 };
+enum { WARMUP = 100 };
 
 /* A UDP datagram on IPv4 carries at most this much. */
 enum { UDP_MAX = 65507 };
@@ -60,8 +65,8 @@ struct opts {
 	enum mode mode;
 	size_t size;
 	unsigned long iters;
-	unsigned repeats;
 	bool busy;
+	unsigned seconds;
 	unsigned limit_s;
 };
 
@@ -93,8 +98,8 @@ static uint64_t now_ns(void)
 static _Noreturn void usage(void)
 {
 	fprintf(stderr,
-		"usage: netbase udp-pingpong|tcp-pingpong [-s bytes] [-n iters] [-b] [-l seconds]\n"
-		"       netbase tcp-stream [-s bytes] [-n writes] [-r repeats] [-l seconds]\n");
+		"usage: netbase udp-pingpong|tcp-pingpong [-s bytes] [-n iters] [-b] [-t seconds] [-l seconds]\n"
+		"       netbase tcp-stream [-s bytes] [-n writes] [-l seconds]\n");
 	exit(2);
 }
 
@@ -123,9 +128,9 @@ static void parse(int argc, char **argv, struct opts *o)
 	if (m == sizeof(mode_names) / sizeof(mode_names[0]))
 		usage();
 	*o = (struct opts){ .mode = m, .size = 64, .iters = 10000,
-			    .repeats = 3, .limit_s = 30 };
+			    .seconds = 5, .limit_s = 30 };
 	optind = 2;
-	while ((c = getopt(argc, argv, "s:n:r:bl:")) != -1) {
+	while ((c = getopt(argc, argv, "s:n:bt:l:")) != -1) {
 		switch (c) {
 		case 's':
 			o->size = number(optarg, 1, 1ul << 30);
@@ -133,11 +138,11 @@ static void parse(int argc, char **argv, struct opts *o)
 		case 'n':
 			o->iters = number(optarg, 1, 1ul << 30);
 			break;
-		case 'r':
-			o->repeats = number(optarg, 1, 100);
-			break;
 		case 'b':
 			o->busy = true;
+			break;
+		case 't':
+			o->seconds = number(optarg, 1, 3600);
 			break;
 		case 'l':
 			o->limit_s = number(optarg, 1, 3600);
@@ -150,8 +155,6 @@ static void parse(int argc, char **argv, struct opts *o)
 		usage();
 	if (o->mode == UDP_PINGPONG && o->size > UDP_MAX)
 		die("a UDP message holds at most %d bytes", UDP_MAX);
-	if (o->busy && o->mode == TCP_STREAM)
-		die("-b is for the ping-pong modes");
 }
 
 /* ---- connection ------------------------------------------------------------ */
@@ -248,7 +251,7 @@ static bool recv_all(const struct opts *o, int fd, uint8_t *buf, size_t len)
 	return true;
 }
 
-/* The child: echo every message, or sink every stream run and acknowledge it. */
+/* The child: echo every message, or sink the stream and acknowledge it. */
 static _Noreturn void serve(const struct opts *o, int fd, uint8_t *buf)
 {
 	uint8_t ack = 1;
@@ -258,12 +261,10 @@ static _Noreturn void serve(const struct opts *o, int fd, uint8_t *buf)
 			send_all(fd, buf, o->size);
 		exit(0);
 	}
-	for (unsigned r = 0; r < o->repeats; r++) {
-		for (unsigned long i = 0; i < o->iters; i++)
-			if (!recv_all(o, fd, buf, o->size))
-				die("peer closed mid-run");
-		send_all(fd, &ack, 1);
-	}
+	for (unsigned long i = 0; i < o->iters; i++)
+		if (!recv_all(o, fd, buf, o->size))
+			die("peer closed mid-stream");
+	send_all(fd, &ack, 1);
 	exit(0);
 }
 
@@ -274,62 +275,52 @@ static int cmp_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+static void round_trip(const struct opts *o, int fd, uint8_t *buf)
+{
+	send_all(fd, buf, o->size);
+	if (!recv_all(o, fd, buf, o->size))
+		die("the server closed the connection");
+}
+
 static void pingpong(const struct opts *o, int fd, uint8_t *buf)
 {
 	uint64_t *rtt = calloc(o->iters, sizeof(*rtt));
+	uint64_t t0, end;
+	unsigned long n;
 	double med, p99;
 
 	if (!rtt)
 		die("out of memory");
-	for (unsigned long i = 0; i < WARMUP + o->iters; i++) {
-		uint64_t t0 = now_ns();
-
-		send_all(fd, buf, o->size);
-		if (!recv_all(o, fd, buf, o->size))
-			die("the server closed the connection");
-		if (i >= WARMUP)
-			rtt[i - WARMUP] = now_ns() - t0;
+	for (n = 0; n < WARMUP; n++)
+		round_trip(o, fd, buf);
+	end = now_ns() + o->seconds * 1000000000ull;
+	for (n = 0; n < o->iters; n++) {
+		t0 = now_ns();
+		if (n && t0 > end)
+			break;
+		round_trip(o, fd, buf);
+		rtt[n] = now_ns() - t0;
 	}
-	qsort(rtt, o->iters, sizeof(*rtt), cmp_u64);
-	med = rtt[o->iters / 2] / 1e3;
-	p99 = rtt[o->iters * 99 / 100] / 1e3;
+	qsort(rtt, n, sizeof(*rtt), cmp_u64);
+	med = rtt[n / 2] / 1e3;
+	p99 = rtt[n * 99 / 100] / 1e3;
 	printf("%s size=%zu iters=%lu busy=%d rtt_median_us=%.2f rtt_p99_us=%.2f oneway_median_us=%.2f\n",
-	       mode_names[o->mode], o->size, o->iters, o->busy, med, p99, med / 2);
+	       mode_names[o->mode], o->size, n, o->busy, med, p99, med / 2);
 	free(rtt);
 }
 
 static void stream(const struct opts *o, int fd, uint8_t *buf)
 {
-	double *mibs = calloc(o->repeats, sizeof(*mibs));
-	double bytes = (double)o->size * (double)o->iters;
+	uint64_t t0 = now_ns();
 	uint8_t ack;
 
-	if (!mibs)
-		die("out of memory");
-	for (unsigned r = 0; r < o->repeats; r++) {
-		uint64_t t0 = now_ns();
-
-		for (unsigned long i = 0; i < o->iters; i++)
-			send_all(fd, buf, o->size);
-		if (!recv_all(o, fd, &ack, 1))
-			die("the server closed the connection");
-		mibs[r] = bytes / ((now_ns() - t0) / 1e9) / (1 << 20);
-	}
-	printf("%s size=%zu writes=%lu repeats=%u", mode_names[o->mode],
-	       o->size, o->iters, o->repeats);
-	printf(" runs_mib_s=");
-	for (unsigned r = 0; r < o->repeats; r++)
-		printf("%s%.1f", r ? "," : "", mibs[r]);
-	/* insertion sort: a handful of runs */
-	for (unsigned i = 1; i < o->repeats; i++)
-		for (unsigned j = i; j && mibs[j - 1] > mibs[j]; j--) {
-			double t = mibs[j];
-
-			mibs[j] = mibs[j - 1];
-			mibs[j - 1] = t;
-		}
-	printf(" median_mib_s=%.1f\n", mibs[o->repeats / 2]);
-	free(mibs);
+	for (unsigned long i = 0; i < o->iters; i++)
+		send_all(fd, buf, o->size);
+	if (!recv_all(o, fd, &ack, 1))
+		die("the server closed the connection");
+	printf("%s size=%zu writes=%lu mib_s=%.1f\n", mode_names[o->mode],
+	       o->size, o->iters,
+	       (double)o->size * o->iters / ((now_ns() - t0) / 1e9) / (1 << 20));
 }
 
 int main(int argc, char **argv)

@@ -9,15 +9,15 @@
 # It builds what it runs in that directory first (configuring it if it has
 # never been).
 #
-# Latency is the median: perftest's t_typical over LAT_ITERS iterations, and
-# netbase's median over as many round trips.  ib_write_lat and ib_send_lat
-# report half the round trip, ib_read_lat the whole round trip (a READ is a
-# request and its response), so each is set next to the same measure of the
-# socket ping-pong.  Bandwidth is the median of BW_REPEATS runs: perftest's
-# "BW average" and netbase's tcp-stream, both the bytes of BW_ITERS[size]
-# messages over the time from the first post/write to the last completion
-# (or the receiver's acknowledgement), in MiB/s (perftest's "MB/sec" is
-# 2^20 bytes per second).
+# Every number is the median of REPEATS runs.  A latency run gives its
+# median: perftest's t_typical over LAT_ITERS iterations, netbase's over as
+# many round trips.  ib_write_lat and ib_send_lat report half the round trip,
+# ib_read_lat the whole round trip (a READ is a request and its response), so
+# each is set next to the same measure of the socket ping-pong.  A bandwidth
+# run gives perftest's "BW average" or netbase's tcp-stream: the bytes of
+# BW_ITERS[size] messages over the time from the first post/write to the
+# last completion (or the receiver's acknowledgement), in MiB/s (perftest's
+# "MB/sec" is 2^20 bytes per second).
 #
 # Everything runs one measurement at a time, on 127.0.0.1 only: two processes
 # per measurement already need both cores of a small machine.  Every process
@@ -28,11 +28,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(realpath -m -- "${1:-$root/build}")
 cd "$root"
 
+REPEATS=3
 LAT_SIZES=(2 64 4096)
-LAT_ITERS=10000
+LAT_ITERS=5000
 BW_SIZES=(4096 65536 1048576)
-declare -A BW_ITERS=([4096]=20000 [65536]=2000 [1048576]=200)
-BW_REPEATS=3
+declare -A BW_ITERS=([4096]=10000 [65536]=1000 [1048576]=100)
+PINGPONG_S=2		# netbase's bound on a ping-pong (see -t in netbase.c)
 LIMIT=30		# seconds any one process may run
 PORT=28700		# perftest's TCP ports: the first free ones from here, away
 		# from the tests' (18600 and up) and the ephemeral range (32768 and up)
@@ -134,10 +135,24 @@ netbase() {
 	fail "netbase $* (exit status $status)" "$tmp/netbase"
 }
 
-# median <numbers...>
-median() {
-	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
-		END { print (v[int((NR + 1) / 2)] ~ /^[0-9.]+$/) ? v[int((NR + 1) / 2)] : "failed" }'
+# measure <key> <perftest|netbase> <args...>: adds one result to runs[key].
+declare -A runs
+measure() {
+	local key=$1
+	shift
+	"$@"
+	runs[$key]+="$result "
+}
+
+# med <key>: the median of runs[key], or "failed" if that is not a number.
+med() {
+	printf '%s\n' ${runs[$1]} | sort -g | awk '{ v[NR] = $1 }
+		END { m = v[int((NR + 1) / 2)]; print (m ~ /^[0-9.]+$/) ? m : "failed" }'
+}
+
+# half <number>: for the one-way latency of a round trip.
+half() {
+	awk -v a="$1" 'BEGIN { if (a ~ /^[0-9.]+$/) printf "%.2f\n", a / 2; else print a }'
 }
 
 # ratio <a> <b>: a / b, or a dash if either is missing.
@@ -148,90 +163,75 @@ ratio() {
 }
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
-load_before=$(cut -d ' ' -f 1-3 /proc/loadavg)
+load=$(cut -d ' ' -f 1-3 /proc/loadavg)
 start=$(date +%s)
 
-# ---- latency ---------------------------------------------------------------
-
-echo "latency, $LAT_ITERS round trips each:" >&2
-declare -A udp_rtt udpb_rtt tcp_rtt lat
-for s in "${LAT_SIZES[@]}"; do
-	netbase rtt_median_us udp-pingpong -s $s -n $LAT_ITERS
-	udp_rtt[$s]=$result
-	netbase rtt_median_us udp-pingpong -s $s -n $LAT_ITERS -b
-	udpb_rtt[$s]=$result
-	netbase rtt_median_us tcp-pingpong -s $s -n $LAT_ITERS
-	tcp_rtt[$s]=$result
-	for verb in write read send; do
-		# column 5 of perftest's latency row is t_typical, the median
-		perftest ib_${verb}_lat $s $LAT_ITERS 5
-		lat[$verb,$s]=$result
-	done
-done
-
-# ---- bandwidth -------------------------------------------------------------
-
-echo "bandwidth, $BW_REPEATS runs each:" >&2
-declare -A tcp_bw bw
-for s in "${BW_SIZES[@]}"; do
-	netbase median_mib_s tcp-stream -s $s -n ${BW_ITERS[$s]} -r $BW_REPEATS
-	tcp_bw[$s]=$result
-	for verb in write read send; do
-		runs=()
-		for ((r = 0; r < BW_REPEATS; r++)); do
-			# column 4 of perftest's bandwidth row is BW average
-			perftest ib_${verb}_bw $s ${BW_ITERS[$s]} 4
-			runs+=("$result")
+# Rounds of every measurement rather than repeats of each in a row: a burst
+# of other work on the machine then spoils one result of several
+# measurements, which their medians drop, not all results of one.
+for ((round = 1; round <= REPEATS; round++)); do
+	echo "round $round of $REPEATS" >&2
+	for s in "${LAT_SIZES[@]}"; do
+		pp=(-s $s -n $LAT_ITERS -t $PINGPONG_S)
+		measure udp,$s netbase rtt_median_us udp-pingpong "${pp[@]}"
+		measure udp-busy,$s netbase rtt_median_us udp-pingpong "${pp[@]}" -b
+		measure tcp,$s netbase rtt_median_us tcp-pingpong "${pp[@]}"
+		for verb in write read send; do
+			# column 5 of perftest's latency row: t_typical, the median
+			measure ${verb}_lat,$s perftest ib_${verb}_lat $s $LAT_ITERS 5
 		done
-		bw[$verb,$s]=$(median "${runs[@]}")
+	done
+	for s in "${BW_SIZES[@]}"; do
+		measure stream,$s netbase mib_s tcp-stream -s $s -n ${BW_ITERS[$s]}
+		for verb in write read send; do
+			# column 4 of perftest's bandwidth row: BW average
+			measure ${verb}_bw,$s perftest ib_${verb}_bw $s ${BW_ITERS[$s]} 4
+		done
 	done
 done
 
 # ---- report ----------------------------------------------------------------
 
-half() {
-	awk -v a="$1" 'BEGIN { if (a ~ /^[0-9.]+$/) printf "%.2f\n", a / 2; else print a }'
-}
-
+settings=$(env | grep '^UROCE_' | sort | tr '\n' ' ')
 echo "## uroce vs kernel sockets, loopback"
 echo
 echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'), run time $(($(date +%s) - start)) s"
-echo "- machine: $(nproc) CPUs ($cpu), Linux $(uname -r)"
-echo "- load average before / after: $load_before / $(cut -d ' ' -f 1-3 /proc/loadavg)"
-echo "- uroce: $(git describe --always --dirty 2>/dev/null || echo unknown)" \
-     "$(env | grep '^UROCE_' | tr '\n' ' ')"
-echo "- command: bench/run.sh $*"
+echo "- machine: $(nproc) CPUs ($cpu), Linux $(uname -r)," \
+     "load average $load before the run"
+echo "- uroce: $(git describe --always --dirty 2>/dev/null || echo unknown)${settings:+, $settings}"
+echo "- command: bench/run.sh${*:+ $*}"
 echo
-echo "Latency in µs, medians of $LAT_ITERS round trips.  WRITE and SEND: one way" \
-     "(round trip / 2, as perftest reports them); READ: the whole round trip." \
-     "UDP and TCP: ping-pong of the same size; UDP busy-poll spins on" \
-     "non-blocking receives, as perftest and uroce do."
+echo "Latency in µs: medians of $REPEATS runs of $LAT_ITERS round trips each" \
+     "(of each run's median; a socket ping-pong stops early after" \
+     "$PINGPONG_S s).  WRITE and SEND: one way (round trip / 2, as" \
+     "perftest reports them); READ: the whole round trip.  UDP and TCP:" \
+     "ping-pong of the same size; UDP busy-poll spins on non-blocking" \
+     "receives, as perftest and uroce do."
 echo
 echo "| test | size (B) | uroce | UDP | UDP busy-poll | TCP | uroce / UDP | uroce / UDP busy-poll | uroce / TCP |"
 echo "|------|---------:|------:|----:|--------------:|----:|------------:|----------------------:|------------:|"
 for verb in write read send; do
 	for s in "${LAT_SIZES[@]}"; do
-		u=${udp_rtt[$s]} ub=${udpb_rtt[$s]} t=${tcp_rtt[$s]}
+		l=$(med ${verb}_lat,$s)
+		u=$(med udp,$s) ub=$(med udp-busy,$s) t=$(med tcp,$s)
 		if [ $verb != read ]; then
 			u=$(half "$u") ub=$(half "$ub") t=$(half "$t")
 		fi
-		l=${lat[$verb,$s]}
 		echo "| ib_${verb}_lat | $s | $l | $u | $ub | $t |" \
 		     "$(ratio "$l" "$u") | $(ratio "$l" "$ub") | $(ratio "$l" "$t") |"
 	done
 done
 echo
-echo "Bandwidth in MiB/s, medians of $BW_REPEATS runs of" \
+echo "Bandwidth in MiB/s: medians of $REPEATS runs of" \
      "$(for s in "${BW_SIZES[@]}"; do printf '%s × %s B, ' "${BW_ITERS[$s]}" "$s"; done |
-	sed 's/, $//').  TCP: a stream of writes of the same size."
+	sed 's/, $//') each.  TCP stream: as many writes of the same size."
 echo
 echo "| size (B) | ib_write_bw | ib_read_bw | ib_send_bw | TCP stream | write / TCP | read / TCP | send / TCP |"
 echo "|---------:|------------:|-----------:|-----------:|-----------:|------------:|-----------:|-----------:|"
 for s in "${BW_SIZES[@]}"; do
-	t=${tcp_bw[$s]}
-	echo "| $s | ${bw[write,$s]} | ${bw[read,$s]} | ${bw[send,$s]} | $t |" \
-	     "$(ratio "${bw[write,$s]}" "$t") | $(ratio "${bw[read,$s]}" "$t") |" \
-	     "$(ratio "${bw[send,$s]}" "$t") |"
+	w=$(med write_bw,$s) r=$(med read_bw,$s) sd=$(med send_bw,$s) t=$(med stream,$s)
+	echo "| $s | $w | $r | $sd | $t |" \
+	     "$(ratio "$w" "$t") | $(ratio "$r" "$t") | $(ratio "$sd" "$t") |"
 done
 
 if [ $failures -ne 0 ]; then

@@ -138,27 +138,6 @@ static void comp_fail(struct uroce_qp *qp, enum ibv_wc_status status)
 	uroce_qp_to_error_locked(qp, false);
 }
 
-/* Copy a READ response payload into the WQE's scatter list at offset. */
-static void scatter(struct uroce_send_wqe *wqe, uint32_t offset,
-		    const uint8_t *data, uint32_t len)
-{
-	for (uint32_t i = 0; i < wqe->num_sge && len; i++) {
-		struct uroce_sge *s = &wqe->sge[i];
-
-		if (offset >= s->length) {
-			offset -= s->length;
-			continue;
-		}
-		uint32_t take = s->length - offset;
-		if (take > len)
-			take = len;
-		memcpy(s->addr + offset, data, take);
-		data += take;
-		len -= take;
-		offset = 0;
-	}
-}
-
 static void comp_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	struct uroce_send_wqe *wqe;
@@ -191,7 +170,8 @@ static void comp_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		STAT_INC(qp->nic, rx_malformed);
 		return;
 	}
-	scatter(wqe, offset, pkt->payload, pkt->paylen);
+	uroce_sge_scatter(wqe->sge, wqe->num_sge, offset, pkt->payload,
+			  pkt->paylen);
 	comp_progress(qp, psn_add(pkt->psn, 1));
 	if (last) {
 		wqe->state = WQE_DONE;

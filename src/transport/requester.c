@@ -55,50 +55,6 @@ static uint8_t send_opcode(const struct uroce_send_wqe *wqe, bool first,
 	return write ? IB_OP_WRITE_MIDDLE : IB_OP_SEND_MIDDLE;
 }
 
-/* Point iovecs at [offset, offset+len) of the WQE's gather list. */
-static unsigned gather(struct iovec *iov, const struct uroce_send_wqe *wqe,
-		       uint32_t offset, uint32_t len)
-{
-	unsigned n = 0;
-
-	for (uint32_t i = 0; i < wqe->num_sge && len; i++) {
-		const struct uroce_sge *s = &wqe->sge[i];
-
-		if (offset >= s->length) {
-			offset -= s->length;
-			continue;
-		}
-		uint32_t take = s->length - offset;
-		if (take > len)
-			take = len;
-		iov[n].iov_base = s->addr + offset;
-		iov[n].iov_len = take;
-		n++;
-		len -= take;
-		offset = 0;
-	}
-	return n;
-}
-
-/* Finish a packet: headers are in p->hdr[0..hdr_len), payload iovecs at
- * p->iov[1..), then pad + ICRC in the trailer. */
-static void finish_pkt(struct uroce_qp *qp, struct uroce_txpkt *p,
-		       unsigned hdr_len, unsigned npay, uint32_t paylen)
-{
-	unsigned pad = (4 - (paylen & 3)) & 3;
-
-	p->dst = &qp->peer;
-	p->src = &qp->self;
-	p->iov[0].iov_base = p->hdr;
-	p->iov[0].iov_len = hdr_len;
-	memset(p->trailer, 0, sizeof(p->trailer));
-	p->iov[1 + npay].iov_base = p->trailer;
-	p->iov[1 + npay].iov_len = pad + ICRC_LEN;
-	p->niov = npay + 2;
-	p->len = hdr_len + paylen + pad + ICRC_LEN;
-	p->hdr[1] |= pad << 4;
-}
-
 /* Build the packet at the requester's current position. */
 static void build_request(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 			  struct uroce_txpkt *p, bool *last_out)
@@ -172,11 +128,12 @@ static void build_request(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 			memcpy(h + hl, &wqe->imm, IMMDT_LEN);
 			hl += IMMDT_LEN;
 		}
-		npay = gather(&p->iov[1], wqe, off, paylen);
+		npay = uroce_sge_gather(&p->iov[1], wqe->sge, wqe->num_sge, off,
+					paylen);
 		break;
 	}
 	}
-	finish_pkt(qp, p, hl, npay, paylen);
+	uroce_pkt_finish(qp, p, hl, npay, paylen);
 	if (service == IB_OPC_UD) {
 		p->dst = &wqe->ah->dst;
 		p->src = &wqe->ah->src;

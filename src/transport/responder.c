@@ -14,23 +14,6 @@ enum { RESP_TX_BATCH = 16 };
 
 /* ---- sending acknowledgements and responses ------------------------------ */
 
-static void resp_pkt_init(struct uroce_qp *qp, struct uroce_txpkt *p,
-			  unsigned hdr_len, unsigned npay, uint32_t paylen)
-{
-	unsigned pad = (4 - (paylen & 3)) & 3;
-
-	p->dst = &qp->peer;
-	p->src = &qp->self;
-	p->iov[0].iov_base = p->hdr;
-	p->iov[0].iov_len = hdr_len;
-	memset(p->trailer, 0, sizeof(p->trailer));
-	p->iov[1 + npay].iov_base = p->trailer;
-	p->iov[1 + npay].iov_len = pad + ICRC_LEN;
-	p->niov = npay + 2;
-	p->len = hdr_len + paylen + pad + ICRC_LEN;
-	p->hdr[1] |= pad << 4;
-}
-
 static void send_aeth(struct uroce_qp *qp, uint8_t syndrome, uint32_t psn)
 {
 	struct uroce_txpkt p;
@@ -38,7 +21,7 @@ static void send_aeth(struct uroce_qp *qp, uint8_t syndrome, uint32_t psn)
 	bth_init(p.hdr, IB_OPC_RC | IB_OP_ACK, 0, 0, UROCE_DEFAULT_PKEY,
 		 qp->attr.dest_qp_num, 0, psn);
 	aeth_set(p.hdr + BTH_LEN, syndrome, qp->resp.msn);
-	resp_pkt_init(qp, &p, BTH_LEN + AETH_LEN, 0, 0);
+	uroce_pkt_finish(qp, &p, BTH_LEN + AETH_LEN, 0, 0);
 	uroce_xmit(qp, &p, 1);
 }
 
@@ -50,7 +33,7 @@ static void send_atomic_ack(struct uroce_qp *qp, uint32_t psn, uint64_t orig)
 		 qp->attr.dest_qp_num, 0, psn);
 	aeth_set(p.hdr + BTH_LEN, AETH_ACK_UNLIMITED, qp->resp.msn);
 	atmack_set(p.hdr + BTH_LEN + AETH_LEN, orig);
-	resp_pkt_init(qp, &p, BTH_LEN + AETH_LEN + ATMACK_LEN, 0, 0);
+	uroce_pkt_finish(qp, &p, BTH_LEN + AETH_LEN + ATMACK_LEN, 0, 0);
 	uroce_xmit(qp, &p, 1);
 }
 
@@ -81,7 +64,7 @@ static void send_read_responses(struct uroce_qp *qp,
 		}
 		p->iov[1].iov_base = (void *)(base + off);
 		p->iov[1].iov_len = len;
-		resp_pkt_init(qp, p, hl, len ? 1 : 0, len);
+		uroce_pkt_finish(qp, p, hl, len ? 1 : 0, len);
 		if (n == RESP_TX_BATCH) {
 			uroce_xmit(qp, pkts, n);
 			n = 0;
@@ -178,21 +161,7 @@ static bool resp_place(struct uroce_qp *qp, const uint8_t *data, uint32_t len)
 	if (len > w->length - offset)
 		return false;
 	qp->resp.cur_offset += len;
-	for (uint32_t i = 0; i < w->num_sge && len; i++) {
-		struct uroce_sge *s = &w->sge[i];
-
-		if (offset >= s->length) {
-			offset -= s->length;
-			continue;
-		}
-		uint32_t take = s->length - offset;
-		if (take > len)
-			take = len;
-		memcpy(s->addr + offset, data, take);
-		data += take;
-		len -= take;
-		offset = 0;
-	}
+	uroce_sge_scatter(w->sge, w->num_sge, offset, data, len);
 	return true;
 }
 

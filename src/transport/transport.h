@@ -24,6 +24,19 @@ struct uroce_pkt {
 
 /* requester.c, called with qp->sq_lock held */
 void uroce_req_progress(struct uroce_qp *qp);
+/* sge.c: [offset, offset + len) of a scatter/gather list as iovecs (returns
+ * how many), or filled from data (the caller checked that it fits). */
+unsigned uroce_sge_gather(struct iovec *iov, const struct uroce_sge *sge,
+			  uint32_t num_sge, uint32_t offset, uint32_t len);
+void uroce_sge_scatter(const struct uroce_sge *sge, uint32_t num_sge,
+		       uint32_t offset, const uint8_t *data, uint32_t len);
+
+/* xmit.c: complete a packet whose headers are in p->hdr[0..hdr_len) and
+ * payload in p->iov[1..1 + npay): the pad and ICRC trailer, lengths, and
+ * the QP's addresses. */
+void uroce_pkt_finish(struct uroce_qp *qp, struct uroce_txpkt *p,
+		      unsigned hdr_len, unsigned npay, uint32_t paylen);
+
 void uroce_req_seek(struct uroce_qp *qp, uint32_t psn);
 void uroce_req_rewind(struct uroce_qp *qp, uint32_t psn);
 

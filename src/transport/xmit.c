@@ -1,5 +1,6 @@
 /* The last step of every outgoing packet: ICRC, then the network backend. */
 #include <arpa/inet.h>
+#include <string.h>
 
 #include "transport/hdr.h"
 #include "transport/icrc.h"
@@ -9,6 +10,23 @@ static const void *sockaddr_ip(const union uroce_sockaddr *sa)
 {
 	return sa->sa.sa_family == AF_INET ? (const void *)&sa->in4.sin_addr
 					   : (const void *)&sa->in6.sin6_addr;
+}
+
+void uroce_pkt_finish(struct uroce_qp *qp, struct uroce_txpkt *p,
+		      unsigned hdr_len, unsigned npay, uint32_t paylen)
+{
+	unsigned pad = (4 - (paylen & 3)) & 3;
+
+	p->dst = &qp->peer;
+	p->src = &qp->self;
+	p->iov[0].iov_base = p->hdr;
+	p->iov[0].iov_len = hdr_len;
+	memset(p->trailer, 0, sizeof(p->trailer));
+	p->iov[1 + npay].iov_base = p->trailer;
+	p->iov[1 + npay].iov_len = pad + ICRC_LEN;
+	p->niov = npay + 2;
+	p->len = hdr_len + paylen + pad + ICRC_LEN;
+	p->hdr[1] |= pad << 4;
 }
 
 /*

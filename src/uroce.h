@@ -244,6 +244,10 @@ struct uroce_nic {
 	 * received for itself: the engine leaves receiving to it meanwhile */
 	atomic_uint_fast64_t app_poll_ns;
 	struct uroce_rxpkt rx_pkts[UROCE_RX_BATCH];	/* under rx_lock */
+	/* QPs owing an ACK (resp.ack_listed), under rx_lock: see
+	 * uroce_flush_acks() */
+	struct uroce_qp *acks_owed[UROCE_RX_BATCH];
+	unsigned n_acks_owed;
 	pthread_mutex_t rx_lock;	/* one receiver at a time keeps order */
 	atomic_uint engine_seq;		/* odd while touching QPs/MRs */
 
@@ -446,6 +450,7 @@ struct uroce_qp {
 		bool cur_held;		/* cur is taken but its message was lost
 					 * (UC): reuse it for the next one */
 		bool ack_pending;
+		bool ack_listed;	/* in nic->acks_owed */
 		uint8_t ack_syndrome;	/* to send with the pending ACK */
 		uint32_t ack_psn;
 		/* multi-packet SEND in progress */

@@ -151,6 +151,7 @@ static void *engine_main(void *arg)
 		if (uroce_now_ns() - atomic_load(&nic->app_poll_ns) >=
 		    ENGINE_DEFER_NS)
 			engine_receive(nic);
+		uroce_flush_acks(nic);
 		/* From here a poster must kick us if it arms an earlier timer
 		 * than the one we are about to compute (see uroce_nic_kick). */
 		atomic_store(&nic->engine_sleep_until, UINT64_MAX);
@@ -168,6 +169,8 @@ void uroce_engine_poll(struct uroce_nic *nic)
 	if (pthread_mutex_trylock(&nic->rx_lock))
 		return;
 	engine_enter(nic);
+	/* last time's ACKs: our replies, if any, have gone ahead of them */
+	uroce_flush_acks(nic);
 	engine_receive(nic);
 	engine_leave(nic);
 	pthread_mutex_unlock(&nic->rx_lock);

@@ -111,29 +111,51 @@ static struct uroce_qp *parse(struct uroce_nic *nic, struct uroce_rxpkt *rx,
 	return qp;
 }
 
+/*
+ * ACK coalescing: a QP owing an ACK goes on a list, and one ACK covers every
+ * request received until the list is flushed, at the end of the engine's
+ * receive or, when an application thread received, at its next poll: its
+ * reply to what it received then leaves ahead of the ACK.
+ */
+void uroce_flush_acks(struct uroce_nic *nic)
+{
+	for (unsigned i = 0; i < nic->n_acks_owed; i++) {
+		struct uroce_qp *qp = nic->acks_owed[i];
+
+		qp->resp.ack_listed = false;
+		uroce_resp_flush_ack(qp);
+	}
+	nic->n_acks_owed = 0;
+}
+
+void uroce_forget_acks(struct uroce_nic *nic, struct uroce_qp *qp)
+{
+	for (unsigned i = 0; i < nic->n_acks_owed; i++) {
+		if (nic->acks_owed[i] == qp) {
+			nic->acks_owed[i] = nic->acks_owed[--nic->n_acks_owed];
+			break;
+		}
+	}
+}
+
 void uroce_recv_batch(struct uroce_nic *nic, struct uroce_rxpkt *pkts, int n)
 {
-	/* QPs that owe an ACK: sent once at the end of the batch, covering
-	 * every request of the batch (ACK coalescing). */
-	struct uroce_qp *owing[UROCE_RX_BATCH];
-	int nowing = 0;
-
 	for (int i = 0; i < n; i++) {
 		struct uroce_pkt pkt;
 		struct uroce_qp *qp = parse(nic, &pkts[i], &pkt);
 
 		if (!qp)
 			continue;
-		if (pkt.mask & OPM_REQ) {
-			bool owed = qp->resp.ack_pending;
-
-			uroce_resp_rx(qp, &pkt);
-			if (!owed && qp->resp.ack_pending && nowing < UROCE_RX_BATCH)
-				owing[nowing++] = qp;
-		} else {
+		if (!(pkt.mask & OPM_REQ)) {
 			uroce_comp_rx(qp, &pkt);
+			continue;
+		}
+		uroce_resp_rx(qp, &pkt);
+		if (qp->resp.ack_pending && !qp->resp.ack_listed) {
+			if (nic->n_acks_owed == ARRAY_SIZE(nic->acks_owed))
+				uroce_flush_acks(nic);
+			qp->resp.ack_listed = true;
+			nic->acks_owed[nic->n_acks_owed++] = qp;
 		}
 	}
-	for (int i = 0; i < nowing; i++)
-		uroce_resp_flush_ack(owing[i]);
 }

@@ -475,6 +475,9 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	qp = to_uqp(ibqp);
 	nic = qp->nic;
 	qp_unpublish(nic, qp);
+	pthread_mutex_lock(&nic->rx_lock);
+	uroce_forget_acks(nic, qp);
+	pthread_mutex_unlock(&nic->rx_lock);
 	qp_hold(ibqp, -1);
 	if (qp->tx >= 0)
 		nic->net->tx_close(nic, qp->tx);

@@ -252,6 +252,7 @@ static void deliver(struct uroce_rxpkt *pkts, int n)
 
 	pthread_mutex_lock(&nic->rx_lock);
 	uroce_recv_batch(nic, pkts, n);
+	uroce_flush_acks(nic);
 	pthread_mutex_unlock(&nic->rx_lock);
 }
 

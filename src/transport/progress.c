@@ -172,6 +172,9 @@ void uroce_engine_poll(struct uroce_nic *nic)
 	/* last time's ACKs: our replies, if any, have gone ahead of them */
 	uroce_flush_acks(nic);
 	engine_receive(nic);
+	/* if the application polls no more, the engine sends them */
+	if (nic->n_acks_owed)
+		uroce_nic_kick(nic, uroce_now_ns() + ENGINE_DEFER_NS);
 	engine_leave(nic);
 	pthread_mutex_unlock(&nic->rx_lock);
 }

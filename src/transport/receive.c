@@ -128,7 +128,7 @@ void uroce_flush_acks(struct uroce_nic *nic)
 	nic->n_acks_owed = 0;
 }
 
-void uroce_forget_acks(struct uroce_nic *nic, struct uroce_qp *qp)
+void uroce_flush_qp_ack(struct uroce_nic *nic, struct uroce_qp *qp)
 {
 	for (unsigned i = 0; i < nic->n_acks_owed; i++) {
 		if (nic->acks_owed[i] == qp) {
@@ -136,6 +136,8 @@ void uroce_forget_acks(struct uroce_nic *nic, struct uroce_qp *qp)
 			break;
 		}
 	}
+	qp->resp.ack_listed = false;
+	uroce_resp_flush_ack(qp);
 }
 
 void uroce_recv_batch(struct uroce_nic *nic, struct uroce_rxpkt *pkts, int n)

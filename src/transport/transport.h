@@ -56,11 +56,11 @@ void uroce_resp_flush_ack(struct uroce_qp *qp);
 void uroce_resp_flush(struct uroce_qp *qp);
 
 /* receive.c: validate and dispatch one batch (rx_lock held). */
-/* Under rx_lock: handle received packets; send the ACKs they call for;
- * drop a QP about to go from the list of those owing one. */
+/* Under rx_lock: handle received packets; send the ACKs they call for (all,
+ * or one QP's, which then leaves the list of those owing one). */
 void uroce_recv_batch(struct uroce_nic *nic, struct uroce_rxpkt *pkts, int n);
 void uroce_flush_acks(struct uroce_nic *nic);
-void uroce_forget_acks(struct uroce_nic *nic, struct uroce_qp *qp);
+void uroce_flush_qp_ack(struct uroce_nic *nic, struct uroce_qp *qp);
 
 /* xmit.c: fill ICRC and hand datagrams of qp to the backend. */
 int uroce_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n);

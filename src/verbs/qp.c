@@ -475,8 +475,10 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	qp = to_uqp(ibqp);
 	nic = qp->nic;
 	qp_unpublish(nic, qp);
+	/* what the peer sent before the end is acknowledged: the ACK may
+	 * still be waiting for the application's next poll */
 	pthread_mutex_lock(&nic->rx_lock);
-	uroce_forget_acks(nic, qp);
+	uroce_flush_qp_ack(nic, qp);
 	pthread_mutex_unlock(&nic->rx_lock);
 	qp_hold(ibqp, -1);
 	if (qp->tx >= 0)

@@ -8,16 +8,20 @@ loopback: runs wire_traffic (scenarios "all" and "loss") between two
 processes over 127.0.0.1 or ::1 with UROCE_PCAP set for both, then checks
 both captures: tshark decodes every frame as InfiniBand with no expert info
 or malformed packet; every decoded header field equals what the requester
-posted (per PSN, so retransmissions must repeat the original exactly); every
-opcode uroce emits appears; every ICRC equals the one scapy (IPv4) and an
-independent zlib implementation (both families) compute; the two processes'
-captures hold the same datagrams.
+posted (per PSN, so retransmissions must repeat the original exactly), over
+RC, UC and UD QPs (the DETH's Q_Key is the one the work request named, or
+the sending QP's own for a named Q_Key with the high bit set); only RC
+acknowledges or sends a packet twice; every opcode uroce emits appears;
+every ICRC equals the one scapy (IPv4) and an independent zlib
+implementation (both families) compute; the two processes' captures hold
+the same datagrams.
 
 netns: builds hostA -- router -- hostB out of three network namespaces and
 two veth pairs, runs the "all" scenario over IPv4 and IPv6 across the router
-while tcpdump records both veths, and checks that the IP headers the kernel
-sent are the ones uroce's ICRC assumed (and wrote in its own capture), that
-every ICRC verifies after the hop (TTL decremented) and the checks above.
+(port MTU 1024, which the veths' 1500 bytes carry) while tcpdump records
+both veths, and checks that the IP headers the kernel sent are the ones
+uroce's ICRC assumed (and wrote in its own capture), that every ICRC
+verifies after the hop (TTL decremented) and the checks above.
 Needs root; without it the test fails.
 """
 import argparse
@@ -33,7 +37,10 @@ import zlib
 
 MASK24 = 0xFFFFFF
 
-# RC opcodes (IBTA 9.2; the low 5 bits, RC transport base 0x00)
+# Opcodes (IBTA 9.2): a transport service in the high 3 bits, the
+# operation in the low 5; OP holds the operations, which are also the RC
+# opcodes (service 0x00).
+SERVICE = dict(RC=0x00, UC=0x20, UD=0x60)
 OP = dict(SEND_FIRST=0, SEND_MIDDLE=1, SEND_LAST=2, SEND_LAST_IMM=3,
           SEND_ONLY=4, SEND_ONLY_IMM=5, WRITE_FIRST=6, WRITE_MIDDLE=7,
           WRITE_LAST=8, WRITE_LAST_IMM=9, WRITE_ONLY=10, WRITE_ONLY_IMM=11,
@@ -41,13 +48,16 @@ OP = dict(SEND_FIRST=0, SEND_MIDDLE=1, SEND_LAST=2, SEND_LAST_IMM=3,
           READ_RESP_LAST=15, READ_RESP_ONLY=16, ACK=17, ATOMIC_ACK=18,
           CMP_SWAP=19, FETCH_ADD=20)
 OPNAME = {v: k for k, v in OP.items()}
-# bytes of extension headers after the BTH
+SERVICE_NAME = {v: k for k, v in SERVICE.items()}
+# bytes of extension headers after the BTH, by operation
 EXT = {OP['SEND_LAST_IMM']: 4, OP['SEND_ONLY_IMM']: 4, OP['WRITE_FIRST']: 16,
        OP['WRITE_LAST_IMM']: 4, OP['WRITE_ONLY']: 16,
        OP['WRITE_ONLY_IMM']: 20, OP['READ_REQ']: 16,
        OP['READ_RESP_FIRST']: 4, OP['READ_RESP_LAST']: 4,
        OP['READ_RESP_ONLY']: 4, OP['ACK']: 4, OP['ATOMIC_ACK']: 12,
        OP['CMP_SWAP']: 28, OP['FETCH_ADD']: 28}
+DETH_LEN = 8             # and the DETH of every UD packet
+QKEY_OWN_BIT = 0x80000000  # in a WR: "the sending QP's Q_Key" (IBTA 10.2.5)
 AETH_ACK = 0x1F          # ACK, credits "unlimited"
 AETH_RNR = 0x20
 AETH_NAK_SEQ = 0x60
@@ -72,11 +82,25 @@ FIELDS = ['frame.number', 'eth.type', 'ip.src', 'ip.dst', 'ip.id',
           'infiniband.bth.psn', 'infiniband.reth.va',
           'infiniband.reth.r_key', 'infiniband.reth.dmalen',
           'infiniband.aeth.syndrome', 'infiniband.aeth.msn',
+          'infiniband.deth.q_key', 'infiniband.deth.srcqp',
           'infiniband.immdt', 'infiniband.atomiceth.swapdt',
           'infiniband.atomiceth.cmpdt', 'infiniband.atomicacketh.origremdt',
           'infiniband.invariant.crc']
 
 errors = []
+
+
+def opname(opc):
+    """RC opcodes by their operation's name, the others prefixed with the
+    service: UC_SEND_FIRST."""
+    service = SERVICE_NAME.get(opc & 0xE0, '0x%02x' % (opc & 0xE0))
+    name = OPNAME.get(opc & 0x1F, '0x%02x' % (opc & 0x1F))
+    return name if service == 'RC' else service + '_' + name
+
+
+def ext_len(opc):
+    return EXT.get(opc & 0x1F, 0) + (DETH_LEN if opc & 0xE0 == SERVICE['UD']
+                                     else 0)
 
 
 def fail(msg):
@@ -230,11 +254,14 @@ def ceil_div(a, b):
 
 
 class Pair:
-    """Expected packets of one QP pair, indexed by PSN offset."""
+    """Expected packets of one QP pair, indexed by PSN offset.  For UD, the
+    requester's QP and the QPs its SENDs went to."""
 
     def __init__(self, info):
         self.info = info
+        self.service = info['type']
         self.mtu = info['mtu']
+        self.dests = {info['resp_qpn']}     # QPNs the requests go to
         self.req = {}           # index -> expected request packet
         self.resp = {}          # index -> expected READ response / atomic ACK
         self.msgs = []          # (first index, last index) per executed msg
@@ -247,7 +274,25 @@ class Pair:
 
     def add(self, wr):
         op, n, i = wr['op'], wr['len'], self.next
-        if op in ('SEND', 'SEND_IMM', 'WRITE', 'WRITE_IMM'):
+        if self.service == 'UD':
+            npk = 1
+            if n > self.mtu:
+                fail('UD %s of %d bytes, beyond the MTU %d' % (op, n,
+                                                               self.mtu))
+            imm = op == 'SEND_IMM'
+            qkey = wr['remote_qkey']
+            if qkey & QKEY_OWN_BIT:
+                qkey = self.info['qkey']
+            e = dict(opcode=SERVICE['UD'] | OP['SEND_ONLY' +
+                                                ('_IMM' if imm else '')],
+                     plen=n, pad=-n & 3, ackreq=0, last=True,
+                     destqp=wr['dest_qpn'], qkey=qkey,
+                     srcqp=self.info['req_qpn'])
+            if imm:
+                e['imm'] = '%08x' % wr['imm']
+            self.req[i] = e
+            self.dests.add(wr['dest_qpn'])
+        elif op in ('SEND', 'SEND_IMM', 'WRITE', 'WRITE_IMM'):
             npk = max(1, ceil_div(n, self.mtu))
             base = 'SEND' if op.startswith('SEND') else 'WRITE'
             imm = op.endswith('IMM')
@@ -257,8 +302,11 @@ class Pair:
                 kind = ('ONLY' if first and last else 'FIRST' if first
                         else 'LAST' if last else 'MIDDLE')
                 name = base + '_' + kind + ('_IMM' if imm and last else '')
-                e = dict(opcode=OP[name], plen=plen, pad=-plen & 3,
-                         ackreq=int(last or (k + 1) % 32 == 0), last=last)
+                # only RC asks for ACKs
+                e = dict(opcode=SERVICE[self.service] | OP[name], plen=plen,
+                         pad=-plen & 3, last=last,
+                         ackreq=int(self.service == 'RC' and
+                                    (last or (k + 1) % 32 == 0)))
                 if base == 'WRITE' and first:
                     e.update(va=wr['va'], rkey=wr['rkey'], dmalen=n)
                 if imm and last:
@@ -310,8 +358,14 @@ def check_frames(pcap, frames, pairs, seen):
     """Each frame against the expectations of the pair it belongs to."""
     by_qpn = {}
     for p in pairs.values():
-        by_qpn[p.info['resp_qpn']] = (p, 'req')
-        by_qpn[p.info['req_qpn']] = (p, 'resp')
+        for qpn, direction in [(d, 'req') for d in p.dests] + \
+                [(p.info['req_qpn'], 'resp')]:
+            if qpn in by_qpn:
+                # a QPN used twice would leave its frames ambiguous
+                fail('%s: QPN 0x%x belongs to pairs %s and %s' %
+                     (pcap, qpn, by_qpn[qpn][0].info['pair'],
+                      p.info['pair']))
+            by_qpn[qpn] = (p, direction)
     first_tx = set()
     for f in frames:
         where = '%s frame %d' % (pcap, f['frame.number'])
@@ -324,7 +378,7 @@ def check_frames(pcap, frames, pairs, seen):
             continue
         pair, direction = by_qpn[qpn]
         i = pair.idx(f['infiniband.bth.psn'])
-        ext = EXT.get(opc, 0)
+        ext = ext_len(opc)
         pad = f['infiniband.bth.padcnt']
         plen = f['udp.length'] - 8 - 12 - ext - pad - 4
         got = dict(opcode=opc, plen=plen, pad=pad)
@@ -338,16 +392,23 @@ def check_frames(pcap, frames, pairs, seen):
                                              f['udp.dstport']))
         seen.add(opc)
         if opc == OP['ACK']:
+            if pair.service != 'RC':
+                fail('%s: ACK for %s pair %s' % (where, pair.service,
+                                                pair.info['pair']))
+                continue
             check_ack(where, pair, i, f, seen)
             continue
         table = pair.req if direction == 'req' else pair.resp
         e = table.get(i)
         if e is None:
             fail('%s: %s PSN %d (index %d) was never posted' %
-                 (where, OPNAME.get(opc, opc), f['infiniband.bth.psn'], i))
+                 (where, opname(opc), f['infiniband.bth.psn'], i))
             continue
         if direction == 'req':
             got['ackreq'] = f['infiniband.bth.a']
+            if (qpn, i) in first_tx and pair.service != 'RC':
+                fail('%s: %s PSN %d sent twice; only RC retransmits' %
+                     (where, opname(opc), f['infiniband.bth.psn']))
             if (qpn, i) in first_tx and not e['last']:
                 # a rewind restarts the count of packets between AckReqs
                 got['ackreq'] = e['ackreq']
@@ -357,6 +418,11 @@ def check_frames(pcap, frames, pairs, seen):
                        rkey=f['infiniband.reth.r_key'])
             if 'dmalen' in e:
                 got['dmalen'] = f['infiniband.reth.dmalen']
+        if 'destqp' in e:
+            got['destqp'] = qpn
+        if 'qkey' in e:
+            got.update(qkey=f['infiniband.deth.q_key'],
+                       srcqp=f['infiniband.deth.srcqp'])
         if 'imm' in e:
             got['imm'] = f['infiniband.immdt'].replace(':', '')
         if 'swap' in e:
@@ -373,7 +439,7 @@ def check_frames(pcap, frames, pairs, seen):
             diff = {k: (got.get(k), v) for k, v in want.items()
                     if got.get(k) != v}
             fail('%s: %s index %d: (decoded, posted) differ: %s' %
-                 (where, OPNAME.get(opc, opc), i, diff))
+                 (where, opname(opc), i, diff))
 
 
 def check_ack(where, pair, i, f, seen):
@@ -485,7 +551,7 @@ def check_run(tag, posted, pcaps, family, want_ops, want_syndromes):
         seen = set()
         check_frames(pcap, frames, pairs, seen)
         check_ip(pcap, frames, family)
-        missing = [OPNAME[o] for o in want_ops if o not in seen]
+        missing = [opname(o) for o in want_ops if o not in seen]
         missing += ['AETH 0x%x' % s for s in want_syndromes
                     if ('syndrome', s) not in seen]
         if missing:
@@ -498,7 +564,11 @@ def check_run(tag, posted, pcaps, family, want_ops, want_syndromes):
     return payloads
 
 
-ALL_OPS = [v for k, v in OP.items()]
+# every RC opcode; UC's SENDs and WRITEs; UD's SEND only (+IMM)
+ALL_OPS = ([v for k, v in OP.items()] +
+           [SERVICE['UC'] | OP[k] for k in OP
+            if k.startswith(('SEND_', 'WRITE_'))] +
+           [SERVICE['UD'] | OP[k] for k in ('SEND_ONLY', 'SEND_ONLY_IMM')])
 ALL_SYNDROMES = [AETH_ACK, AETH_RNR, AETH_NAK_ACCESS]
 LOSS_OPS = [OP[k] for k in ('WRITE_FIRST', 'WRITE_MIDDLE', 'WRITE_LAST',
                             'SEND_FIRST', 'SEND_MIDDLE', 'SEND_LAST',
@@ -585,6 +655,32 @@ def tcpdump(ns, dev, path):
     return p
 
 
+def pcap_frames(path):
+    """Whole records in a pcap file that tcpdump may still be writing."""
+    with open(path, 'rb') as f:
+        data = f.read()
+    if len(data) < 24:
+        return 0
+    # the magic number, microsecond or nanosecond, tells the byte order
+    order = '<' if struct.unpack('<I', data[:4])[0] in (0xA1B2C3D4,
+                                                        0xA1B23C4D) else '>'
+    n, at = 0, 24
+    while at + 16 <= len(data):
+        at += 16 + struct.unpack_from(order + 'I', data, at + 8)[0]
+        if at <= len(data):
+            n += 1
+    return n
+
+
+def wait_frames(paths, n, timeout=10):
+    """Stopped, tcpdump drops the frames it has not read yet, and on a busy
+    machine it can lag far behind: wait until every file holds n frames.
+    Past the deadline the checks report what is missing."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and any(pcap_frames(p) < n for p in paths):
+        time.sleep(0.1)
+
+
 def stop(p):
     p.send_signal(signal.SIGINT)
     try:
@@ -667,12 +763,17 @@ def netns(a):
             wa = os.path.join(a.work, tag + '.wire-a.pcap')
             wb = os.path.join(a.work, tag + '.wire-b.pcap')
             dumps = [tcpdump(n.r, 'r0', wa), tcpdump(n.r, 'r1', wb)]
+            # The veths carry 1500-byte IP packets, so the port's MTU is
+            # 1024, as a RoCE NIC derives it from its link; left at 4096,
+            # uroce would offer UD messages that cannot leave (EMSGSIZE).
+            env = {'UROCE_MTU': '1024'}
             try:
                 posted, pcaps = run_pair(
-                    a, tag, 'all', {'UROCE_ADDRS': ra}, {'UROCE_ADDRS': rb},
+                    a, tag, 'all', dict(env, UROCE_ADDRS=ra),
+                    dict(env, UROCE_ADDRS=rb),
                     req_prefix=('ip', 'netns', 'exec', n.a),
                     resp_prefix=('ip', 'netns', 'exec', n.b))
-                time.sleep(0.5)     # let tcpdump write the last frames
+                wait_frames([wa, wb], pcap_frames(pcaps['requester']))
             finally:
                 for d in dumps:
                     stop(d)

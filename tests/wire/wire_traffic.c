@@ -1,8 +1,8 @@
 /*
- * RC traffic for the wire tests: one side of a requester/responder pair that
- * makes uroce send every opcode it emits, and, on the requester side, prints
- * what it posted as JSON lines on stdout for wire_check.py to compare with
- * the decoded capture.
+ * Traffic for the wire tests: one side of a requester/responder pair that
+ * makes uroce send every opcode it emits (RC, UC and UD), and, on the
+ * requester side, prints what it posted as JSON lines on stdout for
+ * wire_check.py to compare with the decoded capture.
  *
  *   wire_traffic requester|responder <control socket path> all|loss
  *
@@ -14,7 +14,11 @@
  * pad, 3 packets), WRITE and WRITE with immediate (1 and 3 packets), READ (1
  * and 3 response packets), compare-and-swap and fetch-and-add; then a SEND
  * the responder has no receive for yet (RNR NAK); then on QP pair B a WRITE
- * with a bad R_Key (remote access NAK).
+ * with a bad R_Key (remote access NAK); then on UC pair C the SENDs and
+ * WRITEs of pair A (the PSNs wrap around too); then UD SENDs and SENDs with
+ * immediate of 0, 1, 101 and MTU bytes from UD QP D to two UD QPs, one with
+ * the Q_Key the work request names and one with the Q_Key of D itself, which
+ * a work request Q_Key with the high bit set stands for.
  * "loss": multi-packet WRITEs, SENDs and READs, run with the responder
  * dropping received packets (UROCE_FAULTS), which brings sequence NAKs.
  */
@@ -41,13 +45,24 @@ enum {
 	ATOMIC_OFF = 32 * 1024,	/* 8-byte aligned */
 	RESULT_OFF = 40 * 1024,
 	REQ_PSN = 0xFFFFF0,	/* the PSNs of pair A wrap around */
+	UC_PSN = 0xFFFFF8,	/* and those of pair C */
+	UD_PSN = 0xFFFFFC,	/* and those of UD QP D */
 	RESP_PSN = 0x123456,
 	RNR_TIMER = 18,		/* 5.12 ms: a handful of RNR NAKs */
 	RNR_DELAY_MS = 30,
 	LOSS_TIMEOUT = 10,	/* 4 ms local ACK timeout */
 	CONNECT_MS = 30000,
 	DEADLINE_S = 60,
+	GRH = 40,		/* a UD receive starts with the GRH area */
+	HOP_LIMIT = 64,		/* the netns traffic crosses a router */
+	QKEY_NAMED = 0x11223344,	/* of the UD QP the WR names it for */
+	QKEY_OWN = 0x0A0B0C0D,	/* of D, and of the QP it reaches so */
 };
+
+/* The high bit stands for the sending QP's own Q_Key (IBTA 10.2.5); the low
+ * bits are the other receiver's Q_Key, so that a sender that only cleared
+ * the bit would reach the wrong QP, which drops the datagram. */
+#define QKEY_USE_OWN (0x80000000u | QKEY_NAMED)
 
 #define ATOMIC_INIT 0x1111222233334444ull
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -123,9 +138,88 @@ static void post_recvs(struct pair *x, unsigned n)
 	}
 }
 
+/* A UC or UD QP, which h_ep_create (RC only) does not make, in INIT, with
+ * CQs and capacities as h_ep_create gives.  qkey is for UD. */
+static void ep_create(struct h_proc *p, struct h_ep *ep,
+		      const struct h_qp_cfg *c, enum ibv_qp_type type,
+		      uint32_t qkey)
+{
+	struct ibv_qp_init_attr ia = { .qp_type = type, .cap = c->cap,
+				       .sq_sig_all = c->sq_sig_all };
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = H_PORT };
+	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+
+	memset(ep, 0, sizeof(*ep));
+	ep->cfg = *c;
+	ep->scq = ibv_create_cq(p->ctx, (int)c->cap.max_send_wr, NULL, NULL, 0);
+	ep->rcq = ibv_create_cq(p->ctx, (int)c->cap.max_recv_wr, NULL, NULL, 0);
+	if (!ep->scq || !ep->rcq)
+		h_fail("ibv_create_cq: %s", strerror(errno));
+	ia.send_cq = ep->scq;
+	ia.recv_cq = ep->rcq;
+	ep->qp = ibv_create_qp(p->pd, &ia);
+	if (!ep->qp)
+		h_fail("ibv_create_qp: %s", strerror(errno));
+	if (type == IBV_QPT_UD) {
+		a.qkey = qkey;
+		mask |= IBV_QP_QKEY;
+	} else {
+		/* UC takes no remote READ or atomic access */
+		a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+		mask |= IBV_QP_ACCESS_FLAGS;
+	}
+	H_OK(ibv_modify_qp(ep->qp, &a, mask));
+}
+
+/* What the other process needs to reach a QP. */
+struct qp_info {
+	uint32_t qpn, psn;
+	union ibv_gid gid;
+};
+
+/* To RTS; for UC, peer is the other QP.  Neither has RC's ACK timers and
+ * limits, and a UD QP has no peer (each WR's AH names one). */
+static void ep_ready(struct h_ep *ep, const struct qp_info *peer)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR };
+	int mask = IBV_QP_STATE;
+
+	if (peer) {
+		a.path_mtu = ep->cfg.mtu;
+		a.dest_qp_num = peer->qpn;
+		a.rq_psn = peer->psn;
+		a.ah_attr.is_global = 1;
+		a.ah_attr.grh.dgid = peer->gid;
+		a.ah_attr.grh.sgid_index = H_GID_INDEX;
+		a.ah_attr.grh.hop_limit = HOP_LIMIT;
+		a.ah_attr.port_num = H_PORT;
+		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			IBV_QP_RQ_PSN;
+	}
+	H_OK(ibv_modify_qp(ep->qp, &a, mask));
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = ep->cfg.psn;
+	H_OK(ibv_modify_qp(ep->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN));
+}
+
+/* h_ep_connect for UC: both sides are in RTS on return. */
+static void uc_connect(struct h_proc *p, struct h_ep *ep, int sock)
+{
+	struct qp_info me = { .qpn = ep->qp->qp_num, .psn = ep->cfg.psn,
+			      .gid = p->gid }, peer;
+
+	h_send(sock, &me, sizeof(me));
+	h_recv(sock, &peer, sizeof(peer));
+	ep->peer_qpn = peer.qpn;
+	ep_ready(ep, &peer);
+	h_sync(sock);
+}
+
 /* nrecv receives are posted before the requester can send anything. */
 static void pair_open(struct h_proc *p, struct pair *x, int sock,
-		      uint32_t psn, uint8_t timeout, unsigned nrecv)
+		      enum ibv_qp_type type, uint32_t psn, uint8_t timeout,
+		      unsigned nrecv)
 {
 	struct h_qp_cfg c = h_qp_defaults(p);
 
@@ -134,13 +228,19 @@ static void pair_open(struct h_proc *p, struct pair *x, int sock,
 	c.min_rnr_timer = RNR_TIMER;
 	c.timeout = timeout;
 	c.sq_sig_all = 1;
-	h_ep_create(p, &x->ep, &c);
+	if (type == IBV_QPT_RC)
+		h_ep_create(p, &x->ep, &c);
+	else
+		ep_create(p, &x->ep, &c, type, 0);
 	h_buf_alloc(p, &x->buf, BUF, c.access);
 	*(uint64_t *)(x->buf.mem + ATOMIC_OFF) = ATOMIC_INIT;
 	post_recvs(x, nrecv);
 	h_send_rbuf(sock, &x->buf);
 	x->peer = h_recv_rbuf(sock);
-	h_ep_connect(p, &x->ep, sock);
+	if (type == IBV_QPT_RC)
+		h_ep_connect(p, &x->ep, sock);
+	else
+		uc_connect(p, &x->ep, sock);
 }
 
 static void pair_close(struct pair *x)
@@ -175,12 +275,17 @@ static enum ibv_wc_opcode wc_opcode(enum ibv_wr_opcode op)
 	}
 }
 
-static void print_pair(const char *name, const struct pair *x)
+/* The requester's QP ep and its peer; qkey is ep's, for UD. */
+static void print_pair(const char *name, const struct h_ep *ep, unsigned mtu,
+		       uint32_t qkey)
 {
-	printf("{\"kind\": \"pair\", \"pair\": \"%s\", \"req_qpn\": %u, "
-	       "\"resp_qpn\": %u, \"psn\": %u, \"mtu\": %u, "
-	       "\"min_rnr_timer\": %u}\n", name, x->ep.qp->qp_num,
-	       x->ep.peer_qpn, x->ep.cfg.psn, MTU, RNR_TIMER);
+	enum ibv_qp_type t = ep->qp->qp_type;
+
+	printf("{\"kind\": \"pair\", \"pair\": \"%s\", \"type\": \"%s\", "
+	       "\"req_qpn\": %u, \"resp_qpn\": %u, \"psn\": %u, \"mtu\": %u, "
+	       "\"min_rnr_timer\": %u, \"qkey\": %u}\n", name,
+	       t == IBV_QPT_UD ? "UD" : t == IBV_QPT_UC ? "UC" : "RC",
+	       ep->qp->qp_num, ep->peer_qpn, ep->cfg.psn, mtu, RNR_TIMER, qkey);
 }
 
 /* One work request, posted, completed and reported. */
@@ -280,12 +385,155 @@ static const struct req loss_reqs[] = {
 	{ .op = IBV_WR_RDMA_READ, .len = LOSS_LEN },
 };
 
+/* The requests of all_reqs that UC has. */
+static bool uc_runs(enum ibv_wr_opcode op)
+{
+	return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM ||
+	       op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
+/* One UD SEND, to the receiving QP with Q_Key QKEY_NAMED (named in the WR)
+ * or to the one with QKEY_OWN (through QKEY_USE_OWN). */
+struct ud_req {
+	enum ibv_wr_opcode op;
+	uint32_t len;
+	bool mtu;			/* len is the port's MTU */
+	uint32_t imm;			/* host order */
+	bool own_qkey;
+};
+
+static const struct ud_req ud_reqs[] = {
+	{ .op = IBV_WR_SEND, .len = 0 },
+	{ .op = IBV_WR_SEND_WITH_IMM, .len = 0, .imm = 0x0D0E0A0D,
+	  .own_qkey = true },
+	{ .op = IBV_WR_SEND, .len = 1, .own_qkey = true },
+	{ .op = IBV_WR_SEND_WITH_IMM, .len = 1, .imm = 0x01020304 },
+	{ .op = IBV_WR_SEND, .len = SMALL },
+	{ .op = IBV_WR_SEND_WITH_IMM, .len = SMALL, .imm = 0xA0B0C0D0,
+	  .own_qkey = true },
+	{ .op = IBV_WR_SEND, .mtu = true, .own_qkey = true },
+	{ .op = IBV_WR_SEND_WITH_IMM, .mtu = true, .imm = 0xFFEEDDCC },
+};
+
+/* The largest UD message: one packet at the port's active MTU. */
+static unsigned ud_mtu(struct h_proc *p)
+{
+	struct ibv_port_attr pa;
+
+	H_OK(ibv_query_port(p->ctx, H_PORT, &pa));
+	return h_mtu_bytes(pa.active_mtu);
+}
+
+/* The receiving side's two UD QPs, indexed by ud_req.own_qkey. */
+struct ud_peers {
+	uint32_t qpn[2];
+	union ibv_gid gid;
+};
+
+static void ud_requester(struct h_proc *p, int sock)
+{
+	const unsigned mtu = ud_mtu(p);
+	struct h_qp_cfg c = h_qp_defaults(p);
+	struct ibv_ah_attr aa = { .is_global = 1, .port_num = H_PORT };
+	struct ud_peers peers;
+	struct h_ep ep;
+	struct h_buf buf;
+	struct ibv_ah *ah;
+
+	c.psn = UD_PSN;
+	c.sq_sig_all = 1;
+	ep_create(p, &ep, &c, IBV_QPT_UD, QKEY_OWN);
+	ep_ready(&ep, NULL);
+	h_buf_alloc(p, &buf, mtu, IBV_ACCESS_LOCAL_WRITE);
+	/* the receiver's QPs are ready for everything when its QPNs come */
+	h_send(sock, &ep.qp->qp_num, sizeof(ep.qp->qp_num));
+	h_recv(sock, &peers, sizeof(peers));
+	aa.grh.dgid = peers.gid;
+	aa.grh.sgid_index = H_GID_INDEX;
+	aa.grh.hop_limit = HOP_LIMIT;
+	ah = ibv_create_ah(p->pd, &aa);
+	if (!ah)
+		h_fail("ibv_create_ah: %s", strerror(errno));
+	ep.peer_qpn = peers.qpn[0];	/* for the record; WRs name theirs */
+	print_pair("D", &ep, mtu, QKEY_OWN);
+	for (unsigned i = 0; i < ARRAY_LEN(ud_reqs); i++) {
+		const struct ud_req *r = &ud_reqs[i];
+		uint32_t len = r->mtu ? mtu : r->len;
+		struct ibv_sge sge = { .addr = (uintptr_t)buf.mem,
+				       .length = len, .lkey = buf.mr->lkey };
+		struct ibv_send_wr wr = {
+			.wr_id = i, .sg_list = &sge, .num_sge = len ? 1 : 0,
+			.opcode = r->op, .imm_data = htonl(r->imm),
+			.wr.ud = {
+				.ah = ah, .remote_qpn = peers.qpn[r->own_qkey],
+				.remote_qkey = r->own_qkey ? QKEY_USE_OWN
+							   : QKEY_NAMED,
+			},
+		}, *bad;
+
+		H_OK(ibv_post_send(ep.qp, &wr, &bad));
+		H_EXPECT_SEND(&ep, .wr_id = i, .opcode = IBV_WC_SEND);
+		printf("{\"kind\": \"wr\", \"pair\": \"D\", \"op\": \"%s\", "
+		       "\"len\": %u, \"imm\": %u, \"dest_qpn\": %u, "
+		       "\"remote_qkey\": %u, \"status\": \"success\", "
+		       "\"rnr\": false}\n", op_name(r->op), len, r->imm,
+		       wr.wr.ud.remote_qpn, wr.wr.ud.remote_qkey);
+		fflush(stdout);
+	}
+	h_sync(sock);
+	H_OK(ibv_destroy_ah(ah));
+	h_ep_destroy(&ep);
+	h_buf_free(&buf);
+}
+
+static void ud_responder(struct h_proc *p, int sock)
+{
+	const unsigned mtu = ud_mtu(p);
+	const size_t slot = GRH + mtu;
+	struct h_qp_cfg c = h_qp_defaults(p);
+	struct ud_peers me = { .gid = p->gid };
+	struct h_ep ep[2];
+	struct h_buf buf;
+	uint32_t sender;
+
+	h_buf_alloc(p, &buf, ARRAY_LEN(ud_reqs) * slot, IBV_ACCESS_LOCAL_WRITE);
+	for (int k = 0; k < 2; k++) {
+		ep_create(p, &ep[k], &c, IBV_QPT_UD, k ? QKEY_OWN : QKEY_NAMED);
+		ep_ready(&ep[k], NULL);
+		me.qpn[k] = ep[k].qp->qp_num;
+	}
+	/* receive i, for ud_reqs[i], has room for the GRH and the MTU */
+	for (unsigned i = 0; i < ARRAY_LEN(ud_reqs); i++) {
+		struct ibv_sge sge = { .addr = (uintptr_t)buf.mem + i * slot,
+				       .length = slot, .lkey = buf.mr->lkey };
+
+		h_post_recv(&ep[ud_reqs[i].own_qkey], i, &sge, 1);
+	}
+	h_recv(sock, &sender, sizeof(sender));
+	h_send(sock, &me, sizeof(me));
+	ep[0].peer_qpn = ep[1].peer_qpn = sender;	/* the src_qp */
+	for (unsigned i = 0; i < ARRAY_LEN(ud_reqs); i++) {
+		const struct ud_req *r = &ud_reqs[i];
+
+		H_EXPECT_RECV(&ep[r->own_qkey], .wr_id = i,
+			      .opcode = IBV_WC_RECV,
+			      .byte_len = GRH + (r->mtu ? mtu : r->len),
+			      .with_imm = r->op == IBV_WR_SEND_WITH_IMM,
+			      .imm = htonl(r->imm));
+	}
+	h_sync(sock);
+	for (int k = 0; k < 2; k++)
+		h_ep_destroy(&ep[k]);
+	h_buf_free(&buf);
+}
+
 static void requester(struct h_proc *p, int sock, bool loss)
 {
-	struct pair a, b;
+	struct pair a, b, c;
 
-	pair_open(p, &a, sock, REQ_PSN, loss ? LOSS_TIMEOUT : 14, 0);
-	print_pair("A", &a);
+	pair_open(p, &a, sock, IBV_QPT_RC, REQ_PSN, loss ? LOSS_TIMEOUT : 14,
+		  0);
+	print_pair("A", &a.ep, MTU, 0);
 	if (loss) {
 		for (unsigned k = 0; k < LOSS_ROUNDS; k++)
 			for (unsigned i = 0; i < ARRAY_LEN(loss_reqs); i++)
@@ -300,12 +548,22 @@ static void requester(struct h_proc *p, int sock, bool loss)
 	h_sync(sock);
 
 	/* a remote access error ends pair B, so it comes last */
-	pair_open(p, &b, sock, REQ_PSN - 0x100, 14, 0);
-	print_pair("B", &b);
+	pair_open(p, &b, sock, IBV_QPT_RC, REQ_PSN - 0x100, 14, 0);
+	print_pair("B", &b.ep, MTU, 0);
 	run_req("B", &b, &bad_rkey_req, sock);
 	h_sync(sock);
 	pair_close(&b);
 	pair_close(&a);
+
+	pair_open(p, &c, sock, IBV_QPT_UC, UC_PSN, 0, 0);
+	print_pair("C", &c.ep, MTU, 0);
+	for (unsigned i = 0; i < ARRAY_LEN(all_reqs); i++)
+		if (uc_runs(all_reqs[i].op))
+			run_req("C", &c, &all_reqs[i], sock);
+	h_sync(sock);
+	pair_close(&c);
+
+	ud_requester(p, sock);
 }
 
 static void expect_recvs(struct pair *x, unsigned n)
@@ -324,9 +582,9 @@ static void responder(struct h_proc *p, int sock, bool loss)
 	const unsigned nloss = LOSS_ROUNDS * recvs_needed(loss_reqs,
 							  ARRAY_LEN(loss_reqs));
 	const unsigned nall = recvs_needed(all_reqs, ARRAY_LEN(all_reqs));
-	struct pair a, b;
+	struct pair a, b, c;
 
-	pair_open(p, &a, sock, RESP_PSN, 14, loss ? nloss : nall);
+	pair_open(p, &a, sock, IBV_QPT_RC, RESP_PSN, 14, loss ? nloss : nall);
 	if (loss) {
 		expect_recvs(&a, nloss);
 		h_sync(sock);
@@ -341,10 +599,18 @@ static void responder(struct h_proc *p, int sock, bool loss)
 	expect_recvs(&a, 1);
 	h_sync(sock);
 
-	pair_open(p, &b, sock, RESP_PSN + 0x100, 14, 0);
+	pair_open(p, &b, sock, IBV_QPT_RC, RESP_PSN + 0x100, 14, 0);
 	h_sync(sock);
 	pair_close(&b);
 	pair_close(&a);
+
+	/* every receive all_reqs needs is for a SEND or WRITE, which UC runs */
+	pair_open(p, &c, sock, IBV_QPT_UC, RESP_PSN, 0, nall);
+	expect_recvs(&c, nall);
+	h_sync(sock);
+	pair_close(&c);
+
+	ud_responder(p, sock);
 }
 
 int main(int argc, char **argv)

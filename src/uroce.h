@@ -321,6 +321,7 @@ struct uroce_ah {
 	struct ibv_ah_attr attr;
 	union uroce_sockaddr dst;
 	union uroce_sockaddr src;	/* the SGID's address */
+	uint32_t mtu;			/* largest message its link carries */
 };
 
 /* A local scatter/gather element resolved to host memory at post time. */
@@ -405,6 +406,7 @@ struct uroce_qp {
 	struct ibv_qp_init_attr init;
 	_Atomic enum ibv_qp_state state;
 	uint32_t mtu;			/* path MTU in bytes */
+	uint32_t link_mtu;		/* what the SGID's link carries, bytes */
 	union uroce_sockaddr peer;	/* dgid, port 4791 */
 	union uroce_sockaddr self;	/* our sgid address */
 	int tx;				/* net backend tx handle, -1 none */

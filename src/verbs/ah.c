@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "uroce.h"
+#include "verbs/ops.h"
 
 enum {
 	GRH_IPV4_OFF = 20,	/* IPv4 header inside the 40-byte GRH area */
@@ -57,6 +57,7 @@ UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *ibpd,
 		return NULL;
 	}
 	ah->attr = *attr;
+	ah->mtu = uroce_gid_path_mtu(nic, attr->grh.sgid_index);
 	ah->ibah.context = ibpd->context;
 	ah->ibah.pd = ibpd;
 	atomic_fetch_add(&to_upd(ibpd)->use_cnt, 1);

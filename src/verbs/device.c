@@ -351,7 +351,11 @@ int uroce_query_port_ex(struct ibv_context *context, uint8_t port,
 	memset(&pa, 0, sizeof(pa));
 	pa.state = IBV_PORT_ACTIVE;
 	pa.max_mtu = cfg->max_mtu;
-	pa.active_mtu = cfg->max_mtu;
+	/* what GID 0's link carries, as a RoCE NIC derives it from its
+	 * netdev (4096 on loopback); QPs and AHs on other GIDs are held to
+	 * their own links' */
+	pa.active_mtu = (enum ibv_mtu)(__builtin_ctz(uroce_gid_path_mtu(
+					  to_uctx(context)->nic, 0)) - 7);
 	pa.gid_tbl_len = UROCE_GID_TBL_LEN;
 	/* GIDs are the host's IP addresses.  IBV_PORT_CM_SUP stays clear:
 	 * there is no communication manager behind this port yet. */

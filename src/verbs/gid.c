@@ -9,6 +9,8 @@
 #include <net/if.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include "verbs/ops.h"
 
@@ -211,4 +213,30 @@ int uroce_gids_discover(struct uroce_nic *nic)
 			  nic->gids[i].ifindex);
 	}
 	return 0;
+}
+
+/*
+ * The largest RoCE MTU (256..4096, at most the port's) whose packets fit
+ * the link that GID index gid's address is on: the link MTU less 80 bytes
+ * of headers (IPv6 40, UDP 8, BTH 12, RETH 16, ICRC 4), as rxe derives
+ * it.  Packets must fit: uroce sends with DF set, and the kernel refuses
+ * larger datagrams.
+ */
+uint32_t uroce_gid_path_mtu(struct uroce_nic *nic, unsigned gid)
+{
+	uint32_t mtu = 128u << nic->cfg->max_mtu;
+	struct ifreq ifr = { 0 };
+	int fd;
+
+	if (gid >= (unsigned)nic->num_gids ||
+	    !if_indextoname(nic->gids[gid].ifindex, ifr.ifr_name))
+		return mtu;
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return mtu;
+	if (!ioctl(fd, SIOCGIFMTU, &ifr))
+		while (mtu > 256 && mtu + 80 > (uint32_t)ifr.ifr_mtu)
+			mtu /= 2;
+	close(fd);
+	return mtu;
 }

@@ -30,5 +30,7 @@ bool uroce_qp_transition_ok(enum ibv_qp_type type, enum ibv_qp_state cur,
 
 /* verbs/gid.c: fill nic->gids from the host's addresses (honours UROCE_ADDRS). */
 int uroce_gids_discover(struct uroce_nic *nic);
+/* Largest path MTU in bytes that the link of GID index gid carries. */
+uint32_t uroce_gid_path_mtu(struct uroce_nic *nic, unsigned gid);
 
 #endif

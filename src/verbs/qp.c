@@ -318,6 +318,7 @@ static int qp_apply_av(struct uroce_qp *qp, const struct ibv_ah_attr *ah,
 	struct uroce_nic *nic = qp->nic;
 	int tx;
 
+	qp->link_mtu = uroce_gid_path_mtu(nic, ah->grh.sgid_index);
 	uroce_gid_to_sockaddr(&ah->grh.dgid, nic->cfg->udp_port, &qp->peer);
 	uroce_gid_to_sockaddr(&nic->gids[ah->grh.sgid_index].gid,
 			      nic->cfg->udp_port, &qp->self);
@@ -415,6 +416,13 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 #undef COPY
 	if (mask & IBV_QP_PATH_MTU)
 		qp->mtu = 128u << attr->path_mtu;
+	/* Packets leave with DF set: a path MTU beyond what the link carries
+	 * would lose every full-sized packet.  Both ends of a path clamp
+	 * alike, and query_qp reports the MTU in use. */
+	if (qp->link_mtu && qp->mtu > qp->link_mtu) {
+		qp->mtu = qp->link_mtu;
+		qp->attr.path_mtu = (enum ibv_mtu)(__builtin_ctz(qp->mtu) - 7);
+	}
 	if (mask & IBV_QP_RQ_PSN)
 		qp->resp.psn = attr->rq_psn;
 	if (mask & IBV_QP_SQ_PSN) {
@@ -627,8 +635,9 @@ static int build_send_wqe(struct uroce_qp *qp, uint32_t slot,
 		return err;
 	if (wqe->length > UROCE_MAX_MSG_SZ)
 		return EINVAL;
-	/* a UD message is one packet of at most the port's MTU */
-	if (wqe->ah && wqe->length > qp->mtu)
+	/* a UD message is one packet of at most the port's MTU, and of what
+	 * the link towards the AH's destination carries */
+	if (wqe->ah && (wqe->length > qp->mtu || wqe->length > wqe->ah->mtu))
 		return EINVAL;
 	if (is_atomic && (wqe->num_sge != 1 || wqe->length < 8))
 		return EINVAL;

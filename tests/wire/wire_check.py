@@ -763,10 +763,10 @@ def netns(a):
             wa = os.path.join(a.work, tag + '.wire-a.pcap')
             wb = os.path.join(a.work, tag + '.wire-b.pcap')
             dumps = [tcpdump(n.r, 'r0', wa), tcpdump(n.r, 'r1', wb)]
-            # The veths carry 1500-byte IP packets, so the port's MTU is
-            # 1024, as a RoCE NIC derives it from its link; left at 4096,
-            # uroce would offer UD messages that cannot leave (EMSGSIZE).
-            env = {'UROCE_MTU': '1024'}
+            # The veths carry 1500-byte IP packets: uroce's port MTU
+            # (GID 0 is the veth's address) is 1024, as a RoCE NIC
+            # derives it from its link.
+            env = {}
             try:
                 posted, pcaps = run_pair(
                     a, tag, 'all', dict(env, UROCE_ADDRS=ra),

@@ -46,6 +46,7 @@ enum {
 	RX_READY_MAX = 16,	/* sockets read per receive call */
 	FWD_ACCEPT_MAX = 256,	/* processes forwarding to us at once */
 	FWD_BACKLOG = 64,
+	DRAIN_ROUNDS = 16,	/* recvmmsg calls when closing */
 };
 
 /* Prefixed to a datagram forwarded to the process that owns its QP: what
@@ -257,16 +258,22 @@ static int slot_alloc(struct uroce_nic *nic, struct udp_priv *p)
 	return -EADDRINUSE;
 }
 
+static void drain_shared(struct uroce_nic *nic, int fd);
+
 static void udp_close(struct uroce_nic *nic)
 {
 	struct udp_priv *p = nic->net_priv;
 
 	if (!p)
 		return;
-	if (p->fd4 >= 0)
+	if (p->fd4 >= 0) {
+		drain_shared(nic, p->fd4);
 		close(p->fd4);
-	if (p->fd6 >= 0)
+	}
+	if (p->fd6 >= 0) {
+		drain_shared(nic, p->fd6);
 		close(p->fd6);
+	}
 	if (p->fdu >= 0)
 		close(p->fdu);
 	for (unsigned i = 0; i < UROCE_MAX_SLOTS; i++)
@@ -986,6 +993,28 @@ static int rx_batch(struct udp_priv *p, int fd, bool fwd, unsigned first,
 	r = recvmmsg(fd, &p->msg[first], n, MSG_DONTWAIT | MSG_CMSG_CLOEXEC,
 		     NULL);
 	return r < 0 ? -errno : r;
+}
+
+/*
+ * The kernel may have queued on our shared sockets datagrams for other
+ * processes' QPs (a UD reply we sent ourselves, typically) that we have not
+ * forwarded yet.  Closing would lose them, and UD and UC never resend: hand
+ * them on first.  Our own are dropped, as they would be a moment later.
+ */
+static void drain_shared(struct uroce_nic *nic, int fd)
+{
+	struct udp_priv *p = nic->net_priv;
+	struct uroce_rxpkt ours[RX_GRO_SEGS];
+	int got;
+
+	/* bounded: a busy sender must not keep a closing process alive */
+	for (unsigned round = 0; round < DRAIN_ROUNDS; round++) {
+		got = rx_batch(p, fd, false, 0, RX_MSGS);
+		if (got <= 0)
+			return;
+		for (int i = 0; i < got; i++)
+			rx_udp(nic, i, ours, RX_GRO_SEGS);
+	}
 }
 
 static int udp_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,

@@ -241,8 +241,11 @@ struct uroce_nic {
 	atomic_bool stop;
 	atomic_uint_fast64_t engine_sleep_until;	/* ns, CLOCK_MONOTONIC */
 	/* ns of the last time an application thread polled an empty CQ and
-	 * received for itself: the engine leaves receiving to it meanwhile */
+	 * received for itself: the engine leaves receiving to it meanwhile.
+	 * 0 once a poll returned completions: the thread has gone to work on
+	 * them (or to spin on memory a peer WRITEs) and receives no more. */
 	atomic_uint_fast64_t app_poll_ns;
+	atomic_bool engine_deferring;	/* asleep, leaving the sockets to it */
 	struct uroce_rxpkt rx_pkts[UROCE_RX_BATCH];	/* under rx_lock */
 	/* QPs owing an ACK (resp.ack_listed), under rx_lock: see
 	 * uroce_flush_acks() */

@@ -16,11 +16,13 @@
 /* While any timer is armed the engine wakes at least this often, so that a
  * posting thread rarely needs to kick it (kicks cost a syscall each). */
 #define ENGINE_TIMER_TICK_NS 1000000ull
-/* While an application thread busy-polls a CQ it receives for itself, and
- * the engine stays off the sockets for this long after its last poll: two
- * receivers would only contend for rx_lock, and on a busy machine the
- * engine thread can be preempted holding it, stalling the poller for a
- * scheduler tick. */
+/* While an application thread busy-polls an empty CQ it receives for
+ * itself, and the engine stays off the sockets for this long after its last
+ * poll: two receivers would only contend for rx_lock, and on a busy machine
+ * the engine thread can be preempted holding it, stalling the poller for a
+ * scheduler tick.  A poll that returns completions ends the deferral at
+ * once (uroce_engine_app_left): the thread may now spin on memory that only
+ * the engine can fill, as ib_write_lat does. */
 #define ENGINE_DEFER_NS 200000ull
 /* Datagrams handled before the timers get a look, bounding their lateness. */
 #define ENGINE_RX_BUDGET UROCE_RX_BATCH
@@ -132,11 +134,18 @@ static void *engine_main(void *arg)
 			tsp = &ts;
 		}
 		atomic_store(&nic->engine_sleep_until, sleep_until);
-		/* deferring: wait for a kick or the deadline, not for data */
-		if (defer)
-			ppoll(&pfd[nfds], 1, tsp, NULL);
-		else
+		/* deferring: wait for a kick or the deadline, not for data.
+		 * Announced before app_poll_ns is read again, so that a poller
+		 * leaving (uroce_engine_app_left) either is seen here or sees
+		 * us deferring and kicks. */
+		if (defer) {
+			atomic_store(&nic->engine_deferring, true);
+			if (atomic_load(&nic->app_poll_ns))
+				ppoll(&pfd[nfds], 1, tsp, NULL);
+			atomic_store(&nic->engine_deferring, false);
+		} else {
 			ppoll(pfd, nfds + 1, tsp, NULL);
+		}
 
 		if (pfd[nfds].revents & POLLIN) {
 			uint64_t v;
@@ -177,6 +186,19 @@ void uroce_engine_poll(struct uroce_nic *nic)
 		uroce_nic_kick(nic, uroce_now_ns() + ENGINE_DEFER_NS);
 	engine_leave(nic);
 	pthread_mutex_unlock(&nic->rx_lock);
+}
+
+void uroce_engine_app_left(struct uroce_nic *nic)
+{
+	uint64_t one = 1;
+
+	if (!atomic_load_explicit(&nic->app_poll_ns, memory_order_relaxed))
+		return;
+	atomic_store(&nic->app_poll_ns, 0);
+	if (atomic_load(&nic->engine_deferring) &&
+	    write(nic->wake_fd, &one, sizeof(one)) < 0) {
+		/* saturated eventfd: a wake-up is pending anyway */
+	}
 }
 
 int uroce_engine_start(struct uroce_nic *nic)

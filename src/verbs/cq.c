@@ -393,6 +393,7 @@ static int cq_take(struct uroce_cq *cq, int n, struct ibv_wc *wc)
 int uroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 {
 	struct uroce_cq *cq = to_ucq(ibcq);
+	struct uroce_nic *nic = to_uctx(ibcq->context)->nic;
 	int got;
 
 	/* ibv_poll_cq reports errors as negative values */
@@ -402,9 +403,11 @@ int uroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 	if (got == 0 && num_entries) {
 		/* Receive on this thread instead of waiting for the engine
 		 * thread to wake up: the completion may be one datagram away. */
-		uroce_engine_poll(to_uctx(ibcq->context)->nic);
+		uroce_engine_poll(nic);
 		got = cq_take(cq, num_entries, wc);
 	}
+	if (got > 0)
+		uroce_engine_app_left(nic);
 	return got;
 }
 

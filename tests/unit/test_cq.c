@@ -33,6 +33,7 @@
 /* ---- doubles for the engine and the async event queue -------------------- */
 
 static int engine_polls;
+static int engine_app_left;	/* polls that returned completions */
 static struct uroce_cq *engine_inject;	/* completion "received" inline */
 static int async_events;
 static struct ibv_async_event last_async;
@@ -47,6 +48,12 @@ void uroce_engine_poll(struct uroce_nic *nic)
 		uroce_cq_push(engine_inject, &wc, false);
 		engine_inject = NULL;
 	}
+}
+
+void uroce_engine_app_left(struct uroce_nic *nic)
+{
+	(void)nic;
+	engine_app_left++;
 }
 
 void uroce_async_event(struct uroce_context *ctx,
@@ -78,6 +85,7 @@ static int setup(void **state)
 	c->ops.req_notify_cq = uroce_req_notify_cq;
 	pthread_mutex_init(&c->mutex, NULL);
 	engine_polls = 0;
+	engine_app_left = 0;
 	engine_inject = NULL;
 	async_events = 0;
 	memset(&last_async, 0, sizeof(last_async));
@@ -238,16 +246,20 @@ static void test_poll_args_and_inline_receive(void **state)
 	assert_int_equal(ibv_poll_cq(cq, -1, &wc), -EINVAL);
 	assert_int_equal(ibv_poll_cq(cq, 1, &wc), 0);
 	assert_int_equal(engine_polls, 1);	/* empty: received inline */
+	assert_int_equal(engine_app_left, 0);	/* still polling */
 
 	engine_inject = to_ucq(cq);
 	assert_int_equal(ibv_poll_cq(cq, 1, &wc), 1);
 	assert_int_equal(wc.wr_id, 0xE);
+	/* completions returned: the engine takes over receiving */
+	assert_int_equal(engine_app_left, 1);
 
-	/* a non-empty CQ does not call into the engine */
+	/* a non-empty CQ does not call into the engine to receive */
 	engine_polls = 0;
 	assert_true(push(cq, 1, IBV_WC_SUCCESS, false));
 	assert_int_equal(ibv_poll_cq(cq, 1, &wc), 1);
 	assert_int_equal(engine_polls, 0);
+	assert_int_equal(engine_app_left, 2);
 	assert_int_equal(ibv_destroy_cq(cq), 0);
 }
 

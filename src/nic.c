@@ -21,6 +21,8 @@ static void nic_free(struct uroce_nic *nic)
 {
 	if (nic->wake_fd >= 0)
 		close(nic->wake_fd);
+	if (nic->leave_fd >= 0)
+		close(nic->leave_fd);
 	free(nic->mrs);
 	pthread_rwlock_destroy(&nic->mr_lock);
 	pthread_mutex_destroy(&nic->rx_lock);
@@ -39,6 +41,7 @@ static struct uroce_nic *nic_create(void)
 	pthread_mutex_init(&nic->rx_lock, NULL);
 	pthread_rwlock_init(&nic->mr_lock, NULL);
 	nic->wake_fd = -1;
+	nic->leave_fd = -1;
 	nic->cfg = uroce_config();
 	nic->net = &uroce_net_udp;
 	nic->next_qp_index = 1;
@@ -46,7 +49,8 @@ static struct uroce_nic *nic_create(void)
 
 	nic->mrs = calloc(UROCE_MAX_MR + 1, sizeof(*nic->mrs));
 	nic->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (!nic->mrs || nic->wake_fd < 0) {
+	nic->leave_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!nic->mrs || nic->wake_fd < 0 || nic->leave_fd < 0) {
 		err = errno ? errno : ENOMEM;
 		goto fail;
 	}

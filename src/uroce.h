@@ -238,6 +238,7 @@ struct uroce_nic {
 	/* progress engine (transport/progress.c) */
 	pthread_t engine;
 	int wake_fd;			/* eventfd: timers re-armed earlier */
+	int leave_fd;			/* eventfd: the poller left, receive */
 	atomic_bool stop;
 	atomic_uint_fast64_t engine_sleep_until;	/* ns, CLOCK_MONOTONIC */
 	/* ns of the last time an application thread polled an empty CQ and
@@ -246,6 +247,9 @@ struct uroce_nic {
 	 * them (or to spin on memory a peer WRITEs) and receives no more. */
 	atomic_uint_fast64_t app_poll_ns;
 	atomic_bool engine_deferring;	/* asleep, leaving the sockets to it */
+	/* ns of the last WRITE, READ or atomic request received: this
+	 * process is a target that the engine must serve promptly */
+	atomic_uint_fast64_t one_sided_rx_ns;
 	struct uroce_rxpkt rx_pkts[UROCE_RX_BATCH];	/* under rx_lock */
 	/* QPs owing an ACK (resp.ack_listed), under rx_lock: see
 	 * uroce_flush_acks() */

@@ -24,6 +24,9 @@
  * once (uroce_engine_app_left): the thread may now spin on memory that only
  * the engine can fill, as ib_write_lat does. */
 #define ENGINE_DEFER_NS 200000ull
+/* How long after the last one-sided request received the engine still
+ * treats this process as a target (see uroce_engine_app_left). */
+#define ENGINE_ONE_SIDED_RECENT_NS 1000000000ull
 /* Datagrams handled before the timers get a look, bounding their lateness. */
 #define ENGINE_RX_BUDGET UROCE_RX_BATCH
 
@@ -100,11 +103,22 @@ static uint64_t engine_timers(struct uroce_nic *nic)
 	return next;
 }
 
+/* Empties an eventfd; true if it had been signalled. */
+static bool eventfd_take(struct pollfd *pfd)
+{
+	uint64_t v;
+
+	if (!(pfd->revents & POLLIN))
+		return false;
+	/* EAGAIN: another read already consumed it */
+	return read(pfd->fd, &v, sizeof(v)) == sizeof(v);
+}
+
 static void *engine_main(void *arg)
 {
 	struct uroce_nic *nic = arg;
 	struct pollfd pfd[8];
-	int nfds, fds[7];
+	int nfds, fds[6];
 	uint64_t next = UINT64_MAX;
 	sigset_t all;
 
@@ -112,15 +126,19 @@ static void *engine_main(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 
+	/* the sockets, then the two eventfds, which alone are watched while
+	 * deferring */
 	nfds = nic->net->rx_fds(nic, fds, ARRAY_SIZE(fds));
 	for (int i = 0; i < nfds; i++)
 		pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
 	pfd[nfds] = (struct pollfd){ .fd = nic->wake_fd, .events = POLLIN };
+	pfd[nfds + 1] = (struct pollfd){ .fd = nic->leave_fd, .events = POLLIN };
 
 	while (!atomic_load(&nic->stop)) {
 		uint64_t now = uroce_now_ns(), sleep_until = next;
 		uint64_t app = atomic_load(&nic->app_poll_ns);
 		bool defer = now - app < ENGINE_DEFER_NS;
+		bool kicked, left, data = false;
 		struct timespec ts, *tsp = NULL;
 
 		if (defer && sleep_until > app + ENGINE_DEFER_NS)
@@ -133,6 +151,8 @@ static void *engine_main(void *arg)
 			ts.tv_nsec = d % 1000000000ull;
 			tsp = &ts;
 		}
+		for (int i = 0; i < nfds + 2; i++)
+			pfd[i].revents = 0;
 		atomic_store(&nic->engine_sleep_until, sleep_until);
 		/* deferring: wait for a kick or the deadline, not for data.
 		 * Announced before app_poll_ns is read again, so that a poller
@@ -141,19 +161,27 @@ static void *engine_main(void *arg)
 		if (defer) {
 			atomic_store(&nic->engine_deferring, true);
 			if (atomic_load(&nic->app_poll_ns))
-				ppoll(&pfd[nfds], 1, tsp, NULL);
+				ppoll(&pfd[nfds], 2, tsp, NULL);
 			atomic_store(&nic->engine_deferring, false);
 		} else {
-			ppoll(pfd, nfds + 1, tsp, NULL);
+			ppoll(pfd, nfds + 2, tsp, NULL);
+			for (int i = 0; i < nfds; i++)
+				data |= pfd[i].revents != 0;
 		}
+		kicked = eventfd_take(&pfd[nfds]);
+		left = eventfd_take(&pfd[nfds + 1]);
 
-		if (pfd[nfds].revents & POLLIN) {
-			uint64_t v;
-
-			if (read(nic->wake_fd, &v, sizeof(v)) < 0) {
-				/* EAGAIN: another read already consumed it */
-			}
-		}
+		/* Nothing to do under rx_lock (which the poller would find
+		 * taken) unless we were kicked or reached the time we promised
+		 * to be back by (a poster that arms a later timer does not
+		 * kick), or there is something to receive that the poller will
+		 * not: after it left only once data arrives, while it polls
+		 * never. */
+		now = uroce_now_ns();
+		if (!kicked && now < sleep_until &&
+		    (now - atomic_load(&nic->app_poll_ns) < ENGINE_DEFER_NS ||
+		     (left && !data)))
+			continue;
 
 		pthread_mutex_lock(&nic->rx_lock);
 		engine_enter(nic);
@@ -188,15 +216,26 @@ void uroce_engine_poll(struct uroce_nic *nic)
 	pthread_mutex_unlock(&nic->rx_lock);
 }
 
-void uroce_engine_app_left(struct uroce_nic *nic)
+void uroce_engine_app_left(struct uroce_nic *nic, bool will_wait)
 {
 	uint64_t one = 1;
 
 	if (!atomic_load_explicit(&nic->app_poll_ns, memory_order_relaxed))
 		return;
+	/* A thread that got completions most likely polls again soon and
+	 * receives then; taking over from it, let alone waking the engine,
+	 * costs the round trip some microseconds on a busy machine.  End the
+	 * deferral only where the engine alone can make progress: for a
+	 * waiter, and in a target of one-sided operations, whose application
+	 * may be spinning on the memory they fill. */
+	if (!will_wait &&
+	    uroce_now_ns() - atomic_load_explicit(&nic->one_sided_rx_ns,
+						  memory_order_relaxed) >=
+		    ENGINE_ONE_SIDED_RECENT_NS)
+		return;
 	atomic_store(&nic->app_poll_ns, 0);
 	if (atomic_load(&nic->engine_deferring) &&
-	    write(nic->wake_fd, &one, sizeof(one)) < 0) {
+	    write(nic->leave_fd, &one, sizeof(one)) < 0) {
 		/* saturated eventfd: a wake-up is pending anyway */
 	}
 }

@@ -142,6 +142,8 @@ void uroce_flush_qp_ack(struct uroce_nic *nic, struct uroce_qp *qp)
 
 void uroce_recv_batch(struct uroce_nic *nic, struct uroce_rxpkt *pkts, int n)
 {
+	bool one_sided = false;
+
 	for (int i = 0; i < n; i++) {
 		struct uroce_pkt pkt;
 		struct uroce_qp *qp = parse(nic, &pkts[i], &pkt);
@@ -152,6 +154,7 @@ void uroce_recv_batch(struct uroce_nic *nic, struct uroce_rxpkt *pkts, int n)
 			uroce_comp_rx(qp, &pkt);
 			continue;
 		}
+		one_sided |= !!(pkt.mask & (OPM_WRITE | OPM_READ | OPM_ATOMIC));
 		uroce_resp_rx(qp, &pkt);
 		if (qp->resp.ack_pending && !qp->resp.ack_listed) {
 			if (nic->n_acks_owed == ARRAY_SIZE(nic->acks_owed))
@@ -160,4 +163,7 @@ void uroce_recv_batch(struct uroce_nic *nic, struct uroce_rxpkt *pkts, int n)
 			nic->acks_owed[nic->n_acks_owed++] = qp;
 		}
 	}
+	if (one_sided)
+		atomic_store_explicit(&nic->one_sided_rx_ns, uroce_now_ns(),
+				      memory_order_relaxed);
 }

@@ -76,8 +76,9 @@ void uroce_engine_stop(struct uroce_nic *nic);
 /* Receive inline from a thread that found its CQ empty: completions then
  * need no wake-up of the engine thread. */
 void uroce_engine_poll(struct uroce_nic *nic);
-/* An application poll returned completions: it stops receiving for now. */
-void uroce_engine_app_left(struct uroce_nic *nic);
+/* An application thread stops receiving for now: its poll returned
+ * completions, or (will_wait) it armed a CQ to wait for an event. */
+void uroce_engine_app_left(struct uroce_nic *nic, bool will_wait);
 /* Local ACK timeout of a QP in ns (4.096 us * 2^timeout), 0 = infinite. */
 uint64_t uroce_ack_timeout_ns(uint8_t timeout);
 /* RNR NAK timer code to ns (IBTA table 45). */

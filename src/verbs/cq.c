@@ -407,7 +407,7 @@ int uroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 		got = cq_take(cq, num_entries, wc);
 	}
 	if (got > 0)
-		uroce_engine_app_left(nic);
+		uroce_engine_app_left(nic, false);
 	return got;
 }
 
@@ -422,5 +422,7 @@ int uroce_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	else if (cq->armed != CQ_ARMED_NEXT)
 		cq->armed = CQ_ARMED_SOLICITED;
 	pthread_mutex_unlock(&cq->lock);
+	/* the application is about to wait for the event, not poll */
+	uroce_engine_app_left(to_uctx(ibcq->context)->nic, true);
 	return 0;
 }

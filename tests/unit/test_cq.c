@@ -50,9 +50,10 @@ void uroce_engine_poll(struct uroce_nic *nic)
 	}
 }
 
-void uroce_engine_app_left(struct uroce_nic *nic)
+void uroce_engine_app_left(struct uroce_nic *nic, bool will_wait)
 {
 	(void)nic;
+	(void)will_wait;
 	engine_app_left++;
 }
 

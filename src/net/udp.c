@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <linux/filter.h>
 #include <netinet/udp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,7 @@ enum {
 	FWD_ACCEPT_MAX = 256,	/* processes forwarding to us at once */
 	FWD_BACKLOG = 64,
 	DRAIN_ROUNDS = 16,	/* recvmmsg calls when closing */
+	DRAIN_GRACE_MS = 1,	/* for a datagram the kernel still delivers */
 };
 
 /* Prefixed to a datagram forwarded to the process that owns its QP: what
@@ -999,18 +1001,22 @@ static int rx_batch(struct udp_priv *p, int fd, bool fwd, unsigned first,
  * The kernel may have queued on our shared sockets datagrams for other
  * processes' QPs (a UD reply we sent ourselves, typically) that we have not
  * forwarded yet.  Closing would lose them, and UD and UC never resend: hand
- * them on first.  Our own are dropped, as they would be a moment later.
+ * them on first.  Our own are dropped, as they would be a moment later.  A
+ * datagram we sent just now may still be on its way through the kernel's
+ * receive path (softirq processing deferred to ksoftirqd on a busy
+ * machine), so an empty socket gets a short grace before it is closed.
  */
 static void drain_shared(struct uroce_nic *nic, int fd)
 {
 	struct udp_priv *p = nic->net_priv;
 	struct uroce_rxpkt ours[RX_GRO_SEGS];
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 	int got;
 
 	/* bounded: a busy sender must not keep a closing process alive */
 	for (unsigned round = 0; round < DRAIN_ROUNDS; round++) {
 		got = rx_batch(p, fd, false, 0, RX_MSGS);
-		if (got <= 0)
+		if (got <= 0 && poll(&pfd, 1, DRAIN_GRACE_MS) <= 0)
 			return;
 		for (int i = 0; i < got; i++)
 			rx_udp(nic, i, ours, RX_GRO_SEGS);

@@ -229,6 +229,11 @@ struct uroce_nic {
 	atomic_int num_live_qps;
 	unsigned next_qp_index;
 
+	/* XRC SRQ number -> SRQ, for the XRCETH of arriving requests; the
+	 * engine reads it under rx_lock, which destroy_srq takes */
+	_Atomic(struct uroce_srq *) srqs[UROCE_MAX_SRQ + 1];
+	unsigned next_srq_index;
+
 	/* key index -> MR; app threads take mr_lock for reading, the engine
 	 * reads without it under the same quiesce rule. */
 	pthread_rwlock_t mr_lock;
@@ -354,9 +359,24 @@ struct uroce_rq {
 	uint32_t head, tail;
 };
 
+/* An XRC domain: the SRQs and target QPs that XRC requests may reach. */
+struct uroce_xrcd {
+	struct ibv_xrcd ibxrcd;
+	atomic_uint use_cnt;		/* SRQs and QPs in it: close is EBUSY */
+	unsigned opens;			/* ibv_open_xrcd calls on one inode */
+	dev_t dev;			/* the inode it was opened with, if any */
+	ino_t ino;
+	bool has_inode;
+	struct uroce_xrcd *next;	/* in the context's list */
+};
+
 struct uroce_srq {
-	struct ibv_srq ibsrq;
+	struct ibv_srq ibsrq;		/* in a verbs_srq for create_srq_ex */
 	struct uroce_rq rq;
+	/* XRC: its domain, the CQ its receives complete on and its number */
+	struct uroce_xrcd *xrcd;
+	struct ibv_cq *cq;
+	uint32_t srq_num;
 	uint32_t limit;			/* armed limit for IBV_EVENT_SRQ_LIMIT_REACHED
 					 * (0 = disarmed); guarded by rq.lock */
 	atomic_uint use_cnt;		/* QPs using it: destroy is EBUSY */
@@ -382,6 +402,7 @@ struct uroce_send_wqe {
 	/* UD */
 	struct uroce_ah *ah;
 	uint32_t remote_qpn, remote_qkey;
+	uint32_t remote_srqn;		/* XRC */
 
 	uint32_t num_sge;
 	struct uroce_sge *sge;		/* owned by the queue */
@@ -450,7 +471,10 @@ struct uroce_qp {
 
 	/* receive side: responder state, guarded by rq_lock (or the SRQ's) */
 	struct uroce_rq rq;
+	/* the SRQ receives go to; for an XRC target QP, the one the current
+	 * request's XRCETH names (under rx_lock) */
 	struct uroce_srq *srq;
+	struct uroce_xrcd *xrcd;	/* XRC target QP's domain */
 	struct {
 		uint32_t psn;		/* expected PSN */
 		uint32_t msn;
@@ -505,6 +529,19 @@ static inline struct uroce_ah *to_uah(struct ibv_ah *ah)
 {
 	return container_of(ah, struct uroce_ah, ibah);
 }
+static inline struct uroce_xrcd *to_uxrcd(struct ibv_xrcd *xrcd)
+{
+	return container_of(xrcd, struct uroce_xrcd, ibxrcd);
+}
+
+/* RC and XRC acknowledge and retransmit; UC and UD do neither. */
+static inline bool uroce_qp_reliable(const struct uroce_qp *qp)
+{
+	enum ibv_qp_type t = qp->ibqpx.qp_base.qp_type;
+
+	return t == IBV_QPT_RC || t == IBV_QPT_XRC_SEND ||
+	       t == IBV_QPT_XRC_RECV;
+}
 
 /* ---- object helpers used across files ------------------------------------ */
 
@@ -529,6 +566,8 @@ int uroce_resolve_sges(struct uroce_nic *nic, struct uroce_pd *pd,
 
 /* Receive ring helpers (verbs/srq.c). */
 int uroce_rq_init(struct uroce_rq *rq, uint32_t max_wr, uint32_t max_sge);
+/* The XRC SRQ an XRCETH names, or NULL (caller holds rx_lock). */
+struct uroce_srq *uroce_srq_lookup(struct uroce_nic *nic, uint32_t srq_num);
 void uroce_rq_destroy(struct uroce_rq *rq);
 int uroce_rq_post(struct uroce_nic *nic, struct uroce_pd *pd, struct uroce_rq *rq,
 		  struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);

@@ -18,6 +18,7 @@ enum {
 	IMMDT_LEN = 4,
 	IETH_LEN = 4,
 	DETH_LEN = 8,
+	XRCETH_LEN = 4,
 	ICRC_LEN = 4,
 };
 

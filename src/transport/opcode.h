@@ -11,6 +11,7 @@ enum ib_opcode {
 	IB_OPC_RD = 0x40,
 	IB_OPC_UD = 0x60,
 	IB_OPC_CNP = 0x80,
+	IB_OPC_XRC = 0xA0,
 
 	/* operation suffixes */
 	IB_OP_SEND_FIRST = 0x00,
@@ -59,6 +60,7 @@ enum ib_opcode_mask {
 	OPM_READ = 1 << 15,
 	OPM_ATOMIC = 1 << 16,
 	OPM_COMP = 1 << 17,		/* consumes a receive WQE at the responder */
+	OPM_XRCETH = 1 << 18,		/* XRC request: names the target's SRQ */
 };
 
 struct ib_opcode_info {

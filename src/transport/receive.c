@@ -41,6 +41,13 @@ static bool service_matches(const struct uroce_qp *qp, uint8_t opcode)
 		return (opcode & 0xE0) == IB_OPC_UC;
 	case IBV_QPT_UD:
 		return (opcode & 0xE0) == IB_OPC_UD;
+	/* an XRC initiator only sends requests, a target only serves them */
+	case IBV_QPT_XRC_SEND:
+		return (opcode & 0xE0) == IB_OPC_XRC &&
+		       (ib_opcodes[opcode].mask & OPM_RESP);
+	case IBV_QPT_XRC_RECV:
+		return (opcode & 0xE0) == IB_OPC_XRC &&
+		       (ib_opcodes[opcode].mask & OPM_REQ);
 	default:
 		return false;
 	}

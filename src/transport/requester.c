@@ -61,7 +61,8 @@ static void build_request(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 {
 	enum ibv_qp_type type = qp->ibqpx.qp_base.qp_type;
 	uint8_t service = type == IBV_QPT_UD ? IB_OPC_UD :
-			  type == IBV_QPT_UC ? IB_OPC_UC : IB_OPC_RC;
+			  type == IBV_QPT_UC ? IB_OPC_UC :
+			  type == IBV_QPT_XRC_SEND ? IB_OPC_XRC : IB_OPC_RC;
 	uint32_t off = qp->req.offset;
 	uint32_t psn = qp->req.psn;
 	uint32_t dqpn = type == IBV_QPT_UD ? wqe->remote_qpn
@@ -72,11 +73,17 @@ static void build_request(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 	uint32_t paylen = 0;
 	bool last, ackreq;
 
+	/* every XRC request names the SRQ it is for; the XRCETH goes right
+	 * after the BTH, which bth_init writes below */
+	if (service == IB_OPC_XRC) {
+		put_be32(h + hl, wqe->remote_srqn & QPN_MASK);
+		hl += XRCETH_LEN;
+	}
 	switch (wqe->opcode) {
 	case IBV_WR_RDMA_READ: {
 		/* One request for the rest of the message: a retransmission
 		 * from the middle asks only for what is missing. */
-		bth_init(h, IB_OPC_RC | IB_OP_READ_REQ, 0, 0, pkey, dqpn, 1, psn);
+		bth_init(h, service | IB_OP_READ_REQ, 0, 0, pkey, dqpn, 1, psn);
 		reth_set(h + hl, wqe->remote_addr + off, wqe->rkey,
 			 wqe->length - off);
 		hl += RETH_LEN;
@@ -87,7 +94,7 @@ static void build_request(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 	case IBV_WR_ATOMIC_FETCH_AND_ADD: {
 		uint8_t op = wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ?
 			     IB_OP_CMP_SWAP : IB_OP_FETCH_ADD;
-		bth_init(h, IB_OPC_RC | op, 0, 0, pkey, dqpn, 1, psn);
+		bth_init(h, service | op, 0, 0, pkey, dqpn, 1, psn);
 		atmeth_set(h + hl, wqe->remote_addr, wqe->rkey,
 			   op == IB_OP_CMP_SWAP ? wqe->swap : wqe->compare_add,
 			   op == IB_OP_CMP_SWAP ? wqe->compare_add : 0);
@@ -106,7 +113,7 @@ static void build_request(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 		last = paylen == left;
 		op = send_opcode(wqe, first, last);
 		/* only RC acknowledges */
-		ackreq = service == IB_OPC_RC &&
+		ackreq = (service == IB_OPC_RC || service == IB_OPC_XRC) &&
 			 (last || qp->req.since_ackreq + 1 >= UROCE_ACKREQ_EVERY);
 		bth_init(h, service | op, last && (wqe->send_flags & IBV_SEND_SOLICITED),
 			 0, pkey, dqpn, ackreq, psn);
@@ -256,7 +263,7 @@ void uroce_req_progress(struct uroce_qp *qp)
 
 	if ((state != IBV_QPS_RTS && state != IBV_QPS_SQD) || qp->req.wait_until)
 		return;
-	if (qp->ibqpx.qp_base.qp_type != IBV_QPT_RC) {
+	if (!uroce_qp_reliable(qp)) {
 		req_progress_unacked(qp, state);
 		return;
 	}

@@ -14,11 +14,18 @@ enum { RESP_TX_BATCH = 16 };
 
 /* ---- sending acknowledgements and responses ------------------------------ */
 
+/* Responses are in the requester's transport: RC's, or XRC's numbers. */
+static uint8_t resp_service(const struct uroce_qp *qp)
+{
+	return qp->ibqpx.qp_base.qp_type == IBV_QPT_XRC_RECV ? IB_OPC_XRC
+							     : IB_OPC_RC;
+}
+
 static void send_aeth(struct uroce_qp *qp, uint8_t syndrome, uint32_t psn)
 {
 	struct uroce_txpkt p;
 
-	bth_init(p.hdr, IB_OPC_RC | IB_OP_ACK, 0, 0, UROCE_DEFAULT_PKEY,
+	bth_init(p.hdr, resp_service(qp) | IB_OP_ACK, 0, 0, UROCE_DEFAULT_PKEY,
 		 qp->attr.dest_qp_num, 0, psn);
 	aeth_set(p.hdr + BTH_LEN, syndrome, qp->resp.msn);
 	uroce_pkt_finish(qp, &p, BTH_LEN + AETH_LEN, 0, 0);
@@ -29,7 +36,7 @@ static void send_atomic_ack(struct uroce_qp *qp, uint32_t psn, uint64_t orig)
 {
 	struct uroce_txpkt p;
 
-	bth_init(p.hdr, IB_OPC_RC | IB_OP_ATOMIC_ACK, 0, 0, UROCE_DEFAULT_PKEY,
+	bth_init(p.hdr, resp_service(qp) | IB_OP_ATOMIC_ACK, 0, 0, UROCE_DEFAULT_PKEY,
 		 qp->attr.dest_qp_num, 0, psn);
 	aeth_set(p.hdr + BTH_LEN, AETH_ACK_UNLIMITED, qp->resp.msn);
 	atmack_set(p.hdr + BTH_LEN + AETH_LEN, orig);
@@ -56,7 +63,7 @@ static void send_read_responses(struct uroce_qp *qp,
 			     last ? IB_OP_READ_RESP_LAST : IB_OP_READ_RESP_MIDDLE;
 		unsigned hl = BTH_LEN;
 
-		bth_init(p->hdr, IB_OPC_RC | op, 0, 0, UROCE_DEFAULT_PKEY,
+		bth_init(p->hdr, resp_service(qp) | op, 0, 0, UROCE_DEFAULT_PKEY,
 			 qp->attr.dest_qp_num, 0, psn_add(res->first_psn, i));
 		if (ib_opcodes[IB_OPC_RC | op].mask & OPM_AETH) {
 			aeth_set(p->hdr + hl, AETH_ACK_UNLIMITED, qp->resp.msn);
@@ -87,6 +94,33 @@ void uroce_resp_flush_ack(struct uroce_qp *qp)
 static struct uroce_rq *resp_rq(struct uroce_qp *qp)
 {
 	return qp->srq ? &qp->srq->rq : &qp->rq;
+}
+
+/* Where receives complete: an XRC SRQ has its own CQ. */
+static struct uroce_cq *resp_cq(struct uroce_qp *qp)
+{
+	return to_ucq(qp->xrcd ? qp->srq->cq : qp->ibqpx.qp_base.recv_cq);
+}
+
+/* The PD remote keys must belong to: an XRC target QP has none of its own
+ * and uses the SRQ's (IBTA 9.4.2 / C9-...: XRC access checks). */
+static struct ibv_pd *resp_pd(struct uroce_qp *qp)
+{
+	return qp->xrcd ? qp->srq->ibsrq.pd : qp->ibqpx.qp_base.pd;
+}
+
+/* An XRC request names its SRQ, which must be in the target QP's domain;
+ * a message's packets all name the same one. */
+static bool resp_xrc_srq(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	uint32_t srqn = get_be32(pkt->bth + BTH_LEN) & QPN_MASK;
+	struct uroce_srq *srq = uroce_srq_lookup(qp->nic, srqn);
+
+	if (!srq || srq->xrcd != qp->xrcd ||
+	    ((qp->resp.in_send || qp->resp.in_write) && srq != qp->srq))
+		return false;
+	qp->srq = srq;
+	return true;
 }
 
 static bool resp_take_wqe(struct uroce_qp *qp)
@@ -124,7 +158,7 @@ static void resp_complete_recv(struct uroce_qp *qp, enum ibv_wc_status status,
 		memcpy(&wc.imm_data, imm, IMMDT_LEN);
 		wc.wc_flags |= IBV_WC_WITH_IMM;
 	}
-	uroce_cq_push(to_ucq(qp->ibqpx.qp_base.recv_cq), &wc, solicited);
+	uroce_cq_push(resp_cq(qp), &wc, solicited);
 }
 
 void uroce_resp_flush(struct uroce_qp *qp)
@@ -137,7 +171,7 @@ void uroce_resp_flush(struct uroce_qp *qp)
 		resp_complete_recv(qp, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0,
 				   NULL, false);
 	}
-	if (qp->srq)
+	if (qp->srq || qp->xrcd)
 		return;	/* SRQ WQEs belong to every QP sharing it */
 	for (;;) {
 		bool ok;
@@ -180,7 +214,7 @@ static void resp_uc_drop(struct uroce_qp *qp)
 
 static void resp_rnr(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
-	if (qp->ibqpx.qp_base.qp_type != IBV_QPT_RC) {
+	if (!uroce_qp_reliable(qp)) {
 		resp_uc_drop(qp);
 		return;
 	}
@@ -199,7 +233,7 @@ static void resp_fatal(struct uroce_qp *qp, struct uroce_pkt *pkt,
 
 	if (code == AETH_NAK_REM_ACCESS)
 		STAT_INC(qp->nic, access_errors);
-	if (qp->ibqpx.qp_base.qp_type != IBV_QPT_RC) {
+	if (!uroce_qp_reliable(qp)) {
 		/* UC has no NAK: the message is silently dropped (C9-...
 		 * 9.8.3.1); the QP carries on */
 		resp_uc_drop(qp);
@@ -218,7 +252,7 @@ static uint8_t *resp_check_rkey(struct uroce_qp *qp, uint32_t rkey,
 {
 	struct uroce_mr *mr = uroce_mr_lookup(qp->nic, rkey);
 
-	if (!mr || &mr->pd->ibpd != qp->ibqpx.qp_base.pd ||
+	if (!mr || &mr->pd->ibpd != resp_pd(qp) ||
 	    !(mr->access & access) || !(qp->attr.qp_access_flags & access))
 		return NULL;
 	return uroce_mr_ptr(mr, va, len);
@@ -633,6 +667,10 @@ void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		return;
 	}
 	if (pkt->paylen > qp->mtu) {
+		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
+		return;
+	}
+	if (qp->xrcd && !resp_xrc_srq(qp, pkt)) {
 		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
 		return;
 	}

@@ -197,6 +197,10 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->vctx.query_port = uroce_query_port_ex;
 	ctx->vctx.query_device_ex = uroce_query_device_ex;
 	ctx->vctx.create_qp_ex = uroce_create_qp_ex;
+	ctx->vctx.open_xrcd = uroce_open_xrcd;
+	ctx->vctx.close_xrcd = uroce_close_xrcd;
+	ctx->vctx.create_srq_ex = uroce_create_srq_ex;
+	ctx->vctx.get_srq_num = uroce_get_srq_num;
 	return c;
 
 fail:
@@ -256,10 +260,10 @@ void uroce_fill_device_attr(const struct uroce_nic *nic,
 	attr->max_qp = UROCE_MAX_QP;
 	attr->max_qp_wr = UROCE_MAX_QP_WR;
 	/* Only what the transport does: the responder answers a SEND with no
-	 * receive posted by an RNR NAK.  No resize, no memory windows, no
-	 * XRC, no port management events, no multicast. */
+	 * receive posted by an RNR NAK, and XRC.  No resize, no memory
+	 * windows, no port management events, no multicast. */
 	attr->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN |
-				 IBV_DEVICE_SYS_IMAGE_GUID;
+				 IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_XRC;
 	attr->max_sge = UROCE_MAX_SGE;
 	attr->max_sge_rd = UROCE_MAX_SGE;
 	attr->max_cq = UROCE_MAX_CQ;

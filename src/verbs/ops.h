@@ -17,6 +17,11 @@ int uroce_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
 int uroce_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 /* srq.c */
 int uroce_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
+struct ibv_srq *uroce_create_srq_ex(struct ibv_context *ctx, struct ibv_srq_init_attr_ex *attr);
+int uroce_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num);
+/* xrcd.c */
+struct ibv_xrcd *uroce_open_xrcd(struct ibv_context *ctx, struct ibv_xrcd_init_attr *attr);
+int uroce_close_xrcd(struct ibv_xrcd *xrcd);
 /* device.c */
 int uroce_query_port_ex(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr, size_t len);
 int uroce_query_device_ex(struct ibv_context *ctx, const struct ibv_query_device_ex_input *input,

@@ -32,14 +32,23 @@ static int qp_check_caps(const struct ibv_qp_init_attr_ex *a)
 	return 0;
 }
 
-/* A QP keeps its PD, CQs and SRQ from being destroyed under it (EBUSY). */
-static void qp_hold(struct ibv_qp *ibqp, int delta)
+/* A QP keeps its PD, CQs, SRQ and XRC domain from being destroyed under it
+ * (EBUSY).  XRC QPs lack some: a target QP has only its domain, an
+ * initiator no receive CQ. */
+static void qp_hold(struct uroce_qp *qp, int delta)
 {
-	atomic_fetch_add(&to_upd(ibqp->pd)->use_cnt, delta);
-	atomic_fetch_add(&to_ucq(ibqp->send_cq)->use_cnt, delta);
-	atomic_fetch_add(&to_ucq(ibqp->recv_cq)->use_cnt, delta);
+	struct ibv_qp *ibqp = &qp->ibqpx.qp_base;
+
+	if (ibqp->pd)
+		atomic_fetch_add(&to_upd(ibqp->pd)->use_cnt, delta);
+	if (ibqp->send_cq)
+		atomic_fetch_add(&to_ucq(ibqp->send_cq)->use_cnt, delta);
+	if (ibqp->recv_cq)
+		atomic_fetch_add(&to_ucq(ibqp->recv_cq)->use_cnt, delta);
 	if (ibqp->srq)
 		atomic_fetch_add(&to_usrq(ibqp->srq)->use_cnt, delta);
+	if (qp->xrcd)
+		atomic_fetch_add(&qp->xrcd->use_cnt, delta);
 }
 
 static void qp_free(struct uroce_qp *qp)
@@ -49,8 +58,7 @@ static void qp_free(struct uroce_qp *qp)
 	free(qp->sq_sges);
 	free(qp->sq_inline);
 	free(qp->resp.res);
-	if (!qp->srq)
-		uroce_rq_destroy(&qp->rq);
+	uroce_rq_destroy(&qp->rq);	/* a no-op for a QP on an SRQ */
 	pthread_mutex_destroy(&qp->sq_lock);
 	pthread_mutex_destroy(&qp->attr_lock);
 	free(qp);
@@ -72,7 +80,8 @@ static int qp_alloc_queues(struct uroce_qp *qp, struct ibv_qp_cap *cap)
 		return ENOMEM;
 	for (uint32_t i = 0; i < qp->sq_size; i++)
 		qp->sq[i].sge = &qp->sq_sges[(size_t)i * sges];
-	if (!qp->srq)
+	/* an XRC target QP receives into the SRQ each request names */
+	if (!qp->srq && qp->init.qp_type != IBV_QPT_XRC_RECV)
 		return uroce_rq_init(&qp->rq, cap->max_recv_wr,
 				     cap->max_recv_sge);
 	return 0;
@@ -128,24 +137,47 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,
 	struct uroce_qp *qp;
 	int err;
 
-	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
-		errno = EINVAL;
-		return NULL;
-	}
-	if (attr->comp_mask & ~(IBV_QP_INIT_ATTR_PD |
+	enum ibv_qp_type type = attr->qp_type;
+	bool xrc_tgt = type == IBV_QPT_XRC_RECV;
+
+	if (attr->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
 				IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
-		/* create flags, XRC, RSS, TSO: not supported */
+		/* create flags, RSS, TSO: not supported */
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
-	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC &&
-	    attr->qp_type != IBV_QPT_UD) {
-		errno = EOPNOTSUPP;	/* XRC, raw packet, driver QPs */
+	if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD &&
+	    type != IBV_QPT_XRC_SEND && !xrc_tgt) {
+		errno = EOPNOTSUPP;	/* raw packet, driver QPs */
 		return NULL;
 	}
-	if (!attr->send_cq || !attr->recv_cq || attr->pd->context != ibctx ||
-	    attr->send_cq->context != ibctx || attr->recv_cq->context != ibctx) {
+	/* An XRC target QP belongs to a domain, every other QP to a PD.  It
+	 * has no queues of its own; an XRC initiator has no receive queue. */
+	if (xrc_tgt ? !(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd ||
+		      attr->xrcd->context != ibctx
+		    : !(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd ||
+		      attr->pd->context != ibctx) {
 		errno = EINVAL;
+		return NULL;
+	}
+	if (xrc_tgt) {
+		attr->send_cq = attr->recv_cq = NULL;
+		attr->srq = NULL;
+		attr->pd = NULL;
+		memset(&attr->cap, 0, sizeof(attr->cap));
+	} else if (type == IBV_QPT_XRC_SEND) {
+		attr->recv_cq = NULL;
+		attr->srq = NULL;
+		attr->cap.max_recv_wr = attr->cap.max_recv_sge = 0;
+	}
+	if ((!xrc_tgt && (!attr->send_cq || attr->send_cq->context != ibctx)) ||
+	    (!xrc_tgt && type != IBV_QPT_XRC_SEND &&
+	     (!attr->recv_cq || attr->recv_cq->context != ibctx))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (xrc_tgt && (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+		errno = EINVAL;		/* it sends nothing but responses */
 		return NULL;
 	}
 	err = qp_check_caps(attr);
@@ -168,6 +200,8 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,
 	qp->tx = -1;
 	qp->tx6 = -1;
 	qp->srq = attr->srq ? to_usrq(attr->srq) : NULL;
+	qp->xrcd = xrc_tgt ? to_uxrcd(attr->xrcd) : NULL;
+	qp->init.qp_type = type;
 	if (qp->srq) {
 		attr->cap.max_recv_wr = 0;
 		attr->cap.max_recv_sge = 0;
@@ -181,7 +215,7 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,
 	struct ibv_qp *ibqp = &qp->ibqpx.qp_base;
 	ibqp->context = ibctx;
 	ibqp->qp_context = attr->qp_context;
-	ibqp->pd = attr->pd;
+	ibqp->pd = attr->pd;	/* NULL for an XRC target QP */
 	ibqp->send_cq = attr->send_cq;
 	ibqp->recv_cq = attr->recv_cq;
 	ibqp->srq = attr->srq;
@@ -213,7 +247,7 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,
 		goto fail;
 	ibqp->handle = qp->index;
 	qp->sport = qp_sport(ibqp->qp_num);
-	qp_hold(ibqp, 1);
+	qp_hold(qp, 1);
 	return ibqp;
 fail:
 	qp_free(qp);
@@ -248,7 +282,7 @@ static void qp_reset(struct uroce_qp *qp)
 	qp->sq_head = qp->sq_next = qp->sq_tail = 0;
 	memset(&qp->req, 0, sizeof(qp->req));
 	memset(&qp->comp, 0, sizeof(qp->comp));
-	if (!qp->srq) {
+	if (!qp->srq && !qp->xrcd) {
 		pthread_mutex_lock(&qp->rq.lock);
 		qp->rq.head = qp->rq.tail = 0;
 		pthread_mutex_unlock(&qp->rq.lock);
@@ -488,7 +522,7 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	pthread_mutex_lock(&nic->rx_lock);
 	uroce_flush_qp_ack(nic, qp);
 	pthread_mutex_unlock(&nic->rx_lock);
-	qp_hold(ibqp, -1);
+	qp_hold(qp, -1);
 	if (qp->tx >= 0)
 		nic->net->tx_close(nic, qp->tx);
 	if (qp->tx6 >= 0)
@@ -545,14 +579,14 @@ static bool opcode_ok(enum ibv_qp_type type, enum ibv_wr_opcode op)
 	switch (op) {
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
-		return true;
+		return type != IBV_QPT_XRC_RECV;
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		return type != IBV_QPT_UD;
+		return type != IBV_QPT_UD && type != IBV_QPT_XRC_RECV;
 	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		return type == IBV_QPT_RC;
+		return type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
 	default:
 		return false;
 	}
@@ -612,6 +646,8 @@ static int build_send_wqe(struct uroce_qp *qp, uint32_t slot,
 		if (wqe->ah->dst.sa.sa_family == AF_INET6 && qp->tx6 < 0)
 			return EINVAL;
 	}
+	if (qp->ibqpx.qp_base.qp_type == IBV_QPT_XRC_SEND)
+		wqe->remote_srqn = wr->qp_type.xrc.remote_srqn;
 	if (is_atomic) {
 		wqe->remote_addr = wr->wr.atomic.remote_addr;
 		wqe->rkey = wr->wr.atomic.rkey;
@@ -687,7 +723,10 @@ int uroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	struct uroce_qp *qp = to_uqp(ibqp);
 	int err;
 
-	if (qp->srq || atomic_load(&qp->state) == IBV_QPS_RESET) {
+	/* XRC QPs have no receive queue: receives go to the target's SRQs */
+	if (qp->srq || ibqp->qp_type == IBV_QPT_XRC_SEND ||
+	    ibqp->qp_type == IBV_QPT_XRC_RECV ||
+	    atomic_load(&qp->state) == IBV_QPS_RESET) {
 		*bad_wr = wr;
 		return EINVAL;
 	}

@@ -143,6 +143,15 @@ static void wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah,
 	wr->wr.ud.remote_qkey = remote_qkey;
 }
 
+static void wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t remote_srqn)
+{
+	struct ibv_send_wr *wr = cur_wr(stage_of(qpx));
+
+	if (!wr)
+		return;
+	wr->qp_type.xrc.remote_srqn = remote_srqn;
+}
+
 static void wr_set_sge_list(struct ibv_qp_ex *qpx, size_t num_sge,
 			    const struct ibv_sge *sg_list)
 {
@@ -239,7 +248,7 @@ static uint64_t supported_ops(enum ibv_qp_type type)
 	if (type != IBV_QPT_UD)
 		ops |= IBV_QP_EX_WITH_RDMA_WRITE |
 		       IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
-	if (type == IBV_QPT_RC)
+	if (type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND)
 		ops |= IBV_QP_EX_WITH_RDMA_READ |
 		       IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
 		       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
@@ -282,6 +291,7 @@ int uroce_qp_ex_init(struct uroce_qp *qp, const struct ibv_qp_init_attr_ex *attr
 	x->wr_atomic_cmp_swp = wr_cmp_swp;
 	x->wr_atomic_fetch_add = wr_fetch_add;
 	x->wr_set_ud_addr = wr_set_ud_addr;
+	x->wr_set_xrc_srqn = wr_set_xrc_srqn;
 	x->wr_set_sge = wr_set_sge;
 	x->wr_set_sge_list = wr_set_sge_list;
 	x->wr_set_inline_data = wr_set_inline_data;

@@ -1,7 +1,8 @@
 /*
  * Which ibv_modify_qp() calls are legal: the QP state machine of IBTA vol 1
  * §10.3 together with the per-transition attribute rules of §11.2.5 (Modify
- * QP), for the three transports uroce implements (RC, UC, UD).
+ * QP), for the transports uroce implements: RC, UC, UD and XRC, whose
+ * initiator (XRC_SEND) and target (XRC_RECV) QPs each have their own rules.
  *
  * The rules are kept as data, one row per transition, so that each row can
  * be read side by side with the spec's table of required and optional
@@ -34,6 +35,7 @@ struct transition {
 	unsigned from;		/* set of ST() bits */
 	enum ibv_qp_state to;
 	struct attr_rule rc, uc, ud;
+	struct attr_rule xi, xt;	/* XRC initiator, XRC target */
 };
 
 /* Short local names keep each row on a few lines; they are the plain
@@ -63,25 +65,31 @@ static const struct transition transitions[] = {
 	/* Reset may be requested from every state (including Reset itself)
 	 * and takes no attributes: it discards the whole context. */
 	{ ANY_STATE, IBV_QPS_RESET,
-	  .rc = ALLOW(NONE, NONE), .uc = ALLOW(NONE, NONE), .ud = ALLOW(NONE, NONE) },
+	  .rc = ALLOW(NONE, NONE), .uc = ALLOW(NONE, NONE), .ud = ALLOW(NONE, NONE),
+	  .xi = ALLOW(NONE, NONE), .xt = ALLOW(NONE, NONE) },
 
 	/* Error may be requested from every state except Reset: a QP in
 	 * Reset has no port or queues to flush yet. */
 	{ ANY_STATE & ~ST(RESET), IBV_QPS_ERR,
-	  .rc = ALLOW(NONE, NONE), .uc = ALLOW(NONE, NONE), .ud = ALLOW(NONE, NONE) },
+	  .rc = ALLOW(NONE, NONE), .uc = ALLOW(NONE, NONE), .ud = ALLOW(NONE, NONE),
+	  .xi = ALLOW(NONE, NONE), .xt = ALLOW(NONE, NONE) },
 
 	/* Reset -> Init binds the QP to a port and partition; connected QPs
 	 * also fix which remote operations they accept, UD its Q_Key. */
 	{ ST(RESET), IBV_QPS_INIT,
 	  .rc = ALLOW(PKEY | PORT | ACCESS, NONE),
 	  .uc = ALLOW(PKEY | PORT | ACCESS, NONE),
-	  .ud = ALLOW(PKEY | PORT | QKEY, NONE) },
+	  .ud = ALLOW(PKEY | PORT | QKEY, NONE),
+	  .xi = ALLOW(PKEY | PORT | ACCESS, NONE),
+	  .xt = ALLOW(PKEY | PORT | ACCESS, NONE) },
 
 	/* Init -> Init: the same attributes, every one of them optional. */
 	{ ST(INIT), IBV_QPS_INIT,
 	  .rc = ALLOW(NONE, PKEY | PORT | ACCESS),
 	  .uc = ALLOW(NONE, PKEY | PORT | ACCESS),
-	  .ud = ALLOW(NONE, PKEY | PORT | QKEY) },
+	  .ud = ALLOW(NONE, PKEY | PORT | QKEY),
+	  .xi = ALLOW(NONE, PKEY | PORT | ACCESS),
+	  .xt = ALLOW(NONE, PKEY | PORT | ACCESS) },
 
 	/* Init -> RTR connects the receive side.  AV is required for RC and
 	 * UC on every link layer: on RoCE it carries the destination GID and
@@ -92,7 +100,13 @@ static const struct transition transitions[] = {
 		      ALT_PATH | ACCESS | PKEY),
 	  .uc = ALLOW(AV | PATH_MTU | DEST_QPN | RQ_PSN,
 		      ALT_PATH | ACCESS | PKEY),
-	  .ud = ALLOW(NONE, PKEY | QKEY) },
+	  .ud = ALLOW(NONE, PKEY | QKEY),
+	  /* an XRC initiator has no receive side, a target no send side:
+	   * each needs only its own half of RC's attributes */
+	  .xi = ALLOW(AV | PATH_MTU | DEST_QPN | RQ_PSN,
+		      ALT_PATH | ACCESS | PKEY),
+	  .xt = ALLOW(AV | PATH_MTU | DEST_QPN | RQ_PSN | DEST_RD_ATOMIC | MIN_RNR,
+		      ALT_PATH | ACCESS | PKEY) },
 
 	/* RTR -> RTS starts the send side: every transport needs its first
 	 * PSN; RC also needs its retransmission and RDMA-read credit limits. */
@@ -100,21 +114,29 @@ static const struct transition transitions[] = {
 	  .rc = ALLOW(SQ_PSN | TIMEOUT | RETRY_CNT | RNR_RETRY | RD_ATOMIC,
 		      CUR_STATE | ALT_PATH | ACCESS | MIN_RNR | MIG_STATE),
 	  .uc = ALLOW(SQ_PSN, CUR_STATE | ALT_PATH | ACCESS | MIG_STATE),
-	  .ud = ALLOW(SQ_PSN, CUR_STATE | QKEY) },
+	  .ud = ALLOW(SQ_PSN, CUR_STATE | QKEY),
+	  .xi = ALLOW(SQ_PSN | TIMEOUT | RETRY_CNT | RNR_RETRY | RD_ATOMIC,
+		      CUR_STATE | ALT_PATH | ACCESS | MIN_RNR | MIG_STATE),
+	  .xt = ALLOW(SQ_PSN | TIMEOUT,
+		      CUR_STATE | ALT_PATH | ACCESS | MIN_RNR | MIG_STATE) },
 
 	/* RTS -> RTS adjusts a running QP; only attributes that are safe to
 	 * change while traffic flows are allowed. */
 	{ ST(RTS), IBV_QPS_RTS,
 	  .rc = ALLOW(NONE, CUR_STATE | ALT_PATH | ACCESS | MIN_RNR | MIG_STATE),
 	  .uc = ALLOW(NONE, CUR_STATE | ALT_PATH | ACCESS | MIG_STATE),
-	  .ud = ALLOW(NONE, CUR_STATE | QKEY) },
+	  .ud = ALLOW(NONE, CUR_STATE | QKEY),
+	  .xi = ALLOW(NONE, CUR_STATE | ALT_PATH | ACCESS | MIG_STATE),
+	  .xt = ALLOW(NONE, CUR_STATE | ALT_PATH | ACCESS | MIN_RNR | MIG_STATE) },
 
 	/* RTS -> SQD drains the send queue; the caller may ask for the
 	 * "SQ drained" asynchronous event. */
 	{ ST(RTS), IBV_QPS_SQD,
 	  .rc = ALLOW(NONE, SQD_NOTIFY),
 	  .uc = ALLOW(NONE, SQD_NOTIFY),
-	  .ud = ALLOW(NONE, SQD_NOTIFY) },
+	  .ud = ALLOW(NONE, SQD_NOTIFY),
+	  .xi = ALLOW(NONE, SQD_NOTIFY),
+	  .xt = ALLOW(NONE, SQD_NOTIFY) },
 
 	/* SQD -> SQD: with the send queue quiesced even the path and the
 	 * RC timers and credits may be changed. */
@@ -123,21 +145,28 @@ static const struct transition transitions[] = {
 			    RD_ATOMIC | DEST_RD_ATOMIC | ALT_PATH | ACCESS |
 			    PKEY | MIN_RNR | MIG_STATE),
 	  .uc = ALLOW(NONE, AV | ALT_PATH | ACCESS | PKEY | MIG_STATE),
-	  .ud = ALLOW(NONE, PKEY | QKEY) },
+	  .ud = ALLOW(NONE, PKEY | QKEY),
+	  .xi = ALLOW(NONE, PORT | AV | TIMEOUT | RETRY_CNT | RNR_RETRY |
+			    RD_ATOMIC | ALT_PATH | ACCESS | PKEY | MIG_STATE),
+	  .xt = ALLOW(NONE, PORT | AV | TIMEOUT | DEST_RD_ATOMIC | ALT_PATH |
+			    ACCESS | PKEY | MIN_RNR | MIG_STATE) },
 
 	/* SQD -> RTS resumes sending with the RTS -> RTS attribute set. */
 	{ ST(SQD), IBV_QPS_RTS,
 	  .rc = ALLOW(NONE, CUR_STATE | ALT_PATH | ACCESS | MIN_RNR | MIG_STATE),
 	  .uc = ALLOW(NONE, CUR_STATE | ALT_PATH | ACCESS | MIG_STATE),
-	  .ud = ALLOW(NONE, CUR_STATE | QKEY) },
+	  .ud = ALLOW(NONE, CUR_STATE | QKEY),
+	  .xi = ALLOW(NONE, CUR_STATE | ALT_PATH | ACCESS | MIG_STATE),
+	  .xt = ALLOW(NONE, CUR_STATE | ALT_PATH | ACCESS | MIN_RNR | MIG_STATE) },
 
-	/* SQE -> RTS recovers from a send queue error.  An RC QP never enters
-	 * SQE (its send errors move the whole QP to Error), so the
-	 * transition does not exist for it. */
+	/* SQE -> RTS recovers from a send queue error.  RC and XRC QPs never
+	 * enter SQE (their send errors move the whole QP to Error), so the
+	 * transition does not exist for them. */
 	{ ST(SQE), IBV_QPS_RTS,
 	  .rc = DENY,
 	  .uc = ALLOW(NONE, CUR_STATE | ACCESS),
-	  .ud = ALLOW(NONE, CUR_STATE | QKEY) },
+	  .ud = ALLOW(NONE, CUR_STATE | QKEY),
+	  .xi = DENY, .xt = DENY },
 };
 
 static const struct attr_rule *rule_for(const struct transition *t,
@@ -150,6 +179,10 @@ static const struct attr_rule *rule_for(const struct transition *t,
 		return &t->uc;
 	case IBV_QPT_UD:
 		return &t->ud;
+	case IBV_QPT_XRC_SEND:
+		return &t->xi;
+	case IBV_QPT_XRC_RECV:
+		return &t->xt;
 	default:
 		return NULL;
 	}

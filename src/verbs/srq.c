@@ -107,16 +107,66 @@ bool uroce_rq_pop(struct uroce_rq *rq, struct uroce_recv_wqe *out,
 
 /* ---- shared receive queues ------------------------------------------------- */
 
-UROCE_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd,
-					    struct ibv_srq_init_attr *attr)
+/* The number an XRC request names this SRQ by; 0 if the table is full. */
+static uint32_t srq_publish(struct uroce_nic *nic, struct uroce_srq *srq)
+{
+	uint32_t num = 0;
+
+	pthread_mutex_lock(&nic->lock);
+	for (unsigned tries = 0; tries < UROCE_MAX_SRQ; tries++) {
+		unsigned idx = nic->next_srq_index % UROCE_MAX_SRQ + 1;
+
+		nic->next_srq_index = idx;
+		if (!atomic_load(&nic->srqs[idx])) {
+			atomic_store(&nic->srqs[idx], srq);
+			num = idx;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&nic->lock);
+	return num;
+}
+
+/* No arriving request reaches the SRQ once this returns: the table entry
+ * is gone and no XRC target QP still points at it (both under rx_lock,
+ * which every receiver holds). */
+static void srq_unpublish(struct uroce_nic *nic, struct uroce_srq *srq)
+{
+	pthread_mutex_lock(&nic->rx_lock);
+	pthread_mutex_lock(&nic->lock);
+	atomic_store(&nic->srqs[srq->srq_num], NULL);
+	for (unsigned i = 1; i <= UROCE_MAX_QP; i++) {
+		struct uroce_qp *qp = atomic_load(&nic->qps[i]);
+
+		if (qp && qp->xrcd && qp->srq == srq) {
+			/* a message into it that was under way is lost with
+			 * it: its next packet is refused */
+			qp->srq = NULL;
+			qp->resp.in_send = false;
+			qp->resp.cur_held = false;
+		}
+	}
+	pthread_mutex_unlock(&nic->lock);
+	pthread_mutex_unlock(&nic->rx_lock);
+}
+
+struct uroce_srq *uroce_srq_lookup(struct uroce_nic *nic, uint32_t srq_num)
+{
+	if (!srq_num || srq_num > UROCE_MAX_SRQ)
+		return NULL;
+	return atomic_load(&nic->srqs[srq_num]);
+}
+
+static struct ibv_srq *srq_create(struct ibv_context *ctx, struct ibv_pd *ibpd,
+				  struct ibv_srq_attr *a, void *srq_context,
+				  struct uroce_xrcd *xrcd, struct ibv_cq *cq)
 {
 	struct uroce_srq *srq;
 	uint32_t max_sge;
 	int err;
 
-	if (!ibpd || !attr || !attr->attr.max_wr ||
-	    attr->attr.max_wr > UROCE_MAX_SRQ_WR ||
-	    attr->attr.max_sge > UROCE_MAX_SRQ_SGE) {
+	if (!ibpd || ibpd->context != ctx || !a->max_wr ||
+	    a->max_wr > UROCE_MAX_SRQ_WR || a->max_sge > UROCE_MAX_SRQ_SGE) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -127,23 +177,96 @@ UROCE_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd,
 	}
 	/* An SRQ that can hold no data is no use: round 0 elements up to
 	 * one, as the man page allows (at least what was asked for). */
-	max_sge = attr->attr.max_sge ? attr->attr.max_sge : 1;
-	err = uroce_rq_init(&srq->rq, attr->attr.max_wr, max_sge);
+	max_sge = a->max_sge ? a->max_sge : 1;
+	err = uroce_rq_init(&srq->rq, a->max_wr, max_sge);
+	if (!err && xrcd) {
+		srq->srq_num = srq_publish(to_uctx(ctx)->nic, srq);
+		if (!srq->srq_num) {
+			uroce_rq_destroy(&srq->rq);
+			err = ENOMEM;
+		}
+	}
 	if (err) {
 		free(srq);
 		errno = err;
 		return NULL;
 	}
 	atomic_init(&srq->use_cnt, 0);
-	srq->ibsrq.context = ibpd->context;
-	srq->ibsrq.srq_context = attr->srq_context;
+	srq->ibsrq.context = ctx;
+	srq->ibsrq.srq_context = srq_context;
 	srq->ibsrq.pd = ibpd;
+	srq->xrcd = xrcd;
+	srq->cq = cq;
 	pthread_mutex_init(&srq->ibsrq.mutex, NULL);
 	pthread_cond_init(&srq->ibsrq.cond, NULL);
 	atomic_fetch_add(&to_upd(ibpd)->use_cnt, 1);
-	attr->attr.max_wr = srq->rq.max_wr;
-	attr->attr.max_sge = srq->rq.max_sge;
+	if (xrcd) {
+		atomic_fetch_add(&xrcd->use_cnt, 1);
+		atomic_fetch_add(&to_ucq(cq)->use_cnt, 1);
+	}
+	a->max_wr = srq->rq.max_wr;
+	a->max_sge = srq->rq.max_sge;
 	return &srq->ibsrq;
+}
+
+UROCE_EXPORT struct ibv_srq *ibv_create_srq(struct ibv_pd *ibpd,
+					    struct ibv_srq_init_attr *attr)
+{
+	if (!ibpd || !attr) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return srq_create(ibpd->context, ibpd, &attr->attr, attr->srq_context,
+			  NULL, NULL);
+}
+
+struct ibv_srq *uroce_create_srq_ex(struct ibv_context *ctx,
+				    struct ibv_srq_init_attr_ex *attr)
+{
+	enum ibv_srq_type type = IBV_SRQT_BASIC;
+	const uint32_t known = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+			       IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+
+	if (!attr || !(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (attr->comp_mask & ~known) {
+		errno = EOPNOTSUPP;	/* tag matching */
+		return NULL;
+	}
+	if (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE)
+		type = attr->srq_type;
+	if (type == IBV_SRQT_BASIC)
+		return srq_create(ctx, attr->pd, &attr->attr, attr->srq_context,
+				  NULL, NULL);
+	if (type != IBV_SRQT_XRC) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	/* an XRC SRQ completes its receives on its own CQ */
+	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd ||
+	    attr->xrcd->context != ctx ||
+	    !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq ||
+	    attr->cq->context != ctx) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return srq_create(ctx, attr->pd, &attr->attr, attr->srq_context,
+			  to_uxrcd(attr->xrcd), attr->cq);
+}
+
+int uroce_get_srq_num(struct ibv_srq *ibsrq, uint32_t *srq_num)
+{
+	struct uroce_srq *srq;
+
+	if (!ibsrq || !srq_num)
+		return EINVAL;
+	srq = to_usrq(ibsrq);
+	if (!srq->xrcd)
+		return EINVAL;	/* only XRC SRQs are named on the wire */
+	*srq_num = srq->srq_num;
+	return 0;
 }
 
 UROCE_EXPORT int ibv_modify_srq(struct ibv_srq *ibsrq,
@@ -193,6 +316,11 @@ UROCE_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 	srq = to_usrq(ibsrq);
 	if (atomic_load(&srq->use_cnt))
 		return EBUSY;
+	if (srq->xrcd) {
+		srq_unpublish(to_uctx(ibsrq->context)->nic, srq);
+		atomic_fetch_sub(&srq->xrcd->use_cnt, 1);
+		atomic_fetch_sub(&to_ucq(srq->cq)->use_cnt, 1);
+	}
 	atomic_fetch_sub(&to_upd(ibsrq->pd)->use_cnt, 1);
 	uroce_rq_destroy(&srq->rq);
 	pthread_cond_destroy(&ibsrq->cond);

@@ -29,6 +29,9 @@
 #define UD_INIT (S | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY)
 #define UD_RTR  (S)
 #define UD_RTS  (S | IBV_QP_SQ_PSN)
+/* Masks ibv_xsrq_pingpong passes: each XRC QP has half of RC's. */
+#define XI_RTR  (S | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN)
+#define XT_RTS  (S | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN)
 
 static const enum ibv_qp_type types[] = { IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD };
 static const enum ibv_qp_state states[] = {
@@ -86,6 +89,29 @@ static void test_uc_connect(void **state)
 	/* The RC-only RDMA-read and retry attributes are not UC's to set. */
 	assert_false(ok(IBV_QPT_UC, IBV_QPS_INIT, IBV_QPS_RTR, RC_RTR));
 	assert_false(ok(IBV_QPT_UC, IBV_QPS_RTR, IBV_QPS_RTS, RC_RTS));
+}
+
+static void test_xrc_connect(void **state)
+{
+	(void)state;
+	/* initiator: RC's send side */
+	check_masks(IBV_QPT_XRC_SEND, IBV_QPS_RESET, IBV_QPS_INIT, RC_INIT, 0);
+	check_masks(IBV_QPT_XRC_SEND, IBV_QPS_INIT, IBV_QPS_RTR, XI_RTR,
+		    IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX);
+	check_masks(IBV_QPT_XRC_SEND, IBV_QPS_RTR, IBV_QPS_RTS, RC_RTS,
+		    IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS |
+		    IBV_QP_MIN_RNR_TIMER | IBV_QP_PATH_MIG_STATE);
+	/* target: RC's receive side */
+	check_masks(IBV_QPT_XRC_RECV, IBV_QPS_RESET, IBV_QPS_INIT, RC_INIT, 0);
+	check_masks(IBV_QPT_XRC_RECV, IBV_QPS_INIT, IBV_QPS_RTR, RC_RTR,
+		    IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX);
+	check_masks(IBV_QPT_XRC_RECV, IBV_QPS_RTR, IBV_QPS_RTS, XT_RTS,
+		    IBV_QP_CUR_STATE | IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS |
+		    IBV_QP_MIN_RNR_TIMER | IBV_QP_PATH_MIG_STATE);
+	/* neither ever enters SQE */
+	assert_false(ok(IBV_QPT_XRC_SEND, IBV_QPS_SQE, IBV_QPS_RTS, S));
+	assert_false(ok(IBV_QPT_XRC_RECV, IBV_QPS_SQE, IBV_QPS_RTS, S));
+	assert_true(ok(IBV_QPT_XRC_RECV, IBV_QPS_RTS, IBV_QPS_ERR, S));
 }
 
 static void test_ud_connect(void **state)
@@ -235,8 +261,7 @@ static void test_state_bit_required(void **state)
 static void test_unsupported_types_and_states(void **state)
 {
 	static const enum ibv_qp_type others[] = {
-		IBV_QPT_RAW_PACKET, IBV_QPT_XRC_SEND, IBV_QPT_XRC_RECV,
-		IBV_QPT_DRIVER,
+		IBV_QPT_RAW_PACKET, IBV_QPT_DRIVER,
 	};
 	(void)state;
 
@@ -258,6 +283,7 @@ int main(void)
 		cmocka_unit_test(test_rc_connect),
 		cmocka_unit_test(test_uc_connect),
 		cmocka_unit_test(test_ud_connect),
+		cmocka_unit_test(test_xrc_connect),
 		cmocka_unit_test(test_init_and_rts_reconfigure),
 		cmocka_unit_test(test_sqd),
 		cmocka_unit_test(test_sqe),

@@ -27,6 +27,7 @@ Needs root; without it the test fails.
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import struct
@@ -589,6 +590,124 @@ def loopback(a):
               [AETH_ACK, AETH_NAK_SEQ])
 
 
+# ---- XRC, from an unmodified ibv_xsrq_pingpong ------------------------------
+
+XRC = 0xA0
+XRC_ADDR = re.compile(r'(local|remote): LID \w+, QPN RECV (\w+) SEND (\w+), '
+                      r'PSN \w+, SRQN (\w+)')
+
+
+def tcp_listening(port):
+    """Whether a TCP socket listens on port (from the kernel's tables, as
+    connecting would use up the server's accept)."""
+    for table in ('/proc/net/tcp', '/proc/net/tcp6'):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()
+                if cols[1].endswith(':%04X' % port) and cols[3] == '0A':
+                    return True
+    return False
+
+
+def free_tcp_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def xsrq_pair(a, tag, args, env):
+    """Runs ibv_xsrq_pingpong as server and client with captures; returns
+    {role: (pcap, {'local'/'remote': (recv qpn, send qpn, srqn)})}."""
+    port = free_tcp_port()
+    out = {}
+    procs = {}
+    for role in ('server', 'client'):
+        e = dict(os.environ, **env)
+        e['LD_LIBRARY_PATH'] = a.lib
+        pcap = os.path.join(a.work, '%s.%s.pcap' % (tag, role))
+        if os.path.exists(pcap):
+            os.unlink(pcap)
+        e['UROCE_PCAP'] = pcap
+        if a.preload:
+            e['LD_PRELOAD'] = a.preload
+            e['ASAN_OPTIONS'] = 'detect_leaks=0'    # the tool's own leaks
+        cmd = [a.tool, '-g', '0', '-p', str(port)] + args
+        if role == 'client':
+            cmd.append('127.0.0.1')
+        procs[role] = (subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True),
+                       pcap)
+        if role == 'server':
+            end = time.time() + 20
+            while not tcp_listening(port) and time.time() < end:
+                time.sleep(0.05)
+    for role, (p, pcap) in procs.items():
+        try:
+            text = p.communicate(timeout=60)[0]
+        except subprocess.TimeoutExpired:
+            p.kill()
+            text = p.communicate()[0]
+        if p.returncode != 0 or 'success' not in text:
+            die('%s %s failed (%s):\n%s' % (tag, role, p.returncode, text))
+        addrs = {m.group(1): tuple(int(m.group(i), 16) for i in (2, 3, 4))
+                 for m in XRC_ADDR.finditer(text)}
+        if set(addrs) != {'local', 'remote'}:
+            die('%s %s: no addresses in its output:\n%s' % (tag, role, text))
+        out[role] = (pcap, addrs)
+    return out
+
+
+def check_xrc_capture(pcap, addrs, seen):
+    """Every frame is XRC; a request goes to a target QP with the XRCETH
+    naming that side's SRQ, an ACK to an initiator QP."""
+    (l_recv, l_send, l_srqn), (r_recv, r_send, r_srqn) = \
+        addrs['local'], addrs['remote']
+    check_expert(pcap)
+    frames = decode(pcap)
+    payloads = check_icrc(pcap)
+    if len(payloads) != len(frames):
+        die('%s: scapy and tshark see different frames' % pcap)
+    for f, pl in zip(frames, payloads):
+        opc, dqp = f['infiniband.bth.opcode'], f['infiniband.bth.destqp']
+        where = '%s frame %d' % (pcap, f['frame.number'])
+        seen.add(opc)
+        if opc & 0xE0 != XRC:
+            fail('%s: opcode 0x%02x is not XRC' % (where, opc))
+        elif opc & 0x1F == OP['ACK']:
+            if dqp not in (l_send, r_send):
+                fail('%s: ACK to QP 0x%x, not an initiator' % (where, dqp))
+        else:
+            srqn = struct.unpack('!I', pl[12:16])[0] & MASK24
+            want = {l_recv: l_srqn, r_recv: r_srqn}.get(dqp)
+            if want is None:
+                fail('%s: request to QP 0x%x, not a target' % (where, dqp))
+            elif srqn != want:
+                fail('%s: XRCETH names SRQ %d, want %d' % (where, srqn, want))
+    print('%s: %d XRC frames checked' % (pcap, len(frames)))
+    return sorted(payloads)
+
+
+def xrc(a):
+    addr = '127.0.0.1' if a.family == 4 else '::1'
+    env = {'UROCE_ADDRS': addr}
+    want = {XRC | OP[k] for k in ('SEND_FIRST', 'SEND_MIDDLE', 'SEND_LAST',
+                                  'SEND_ONLY', 'ACK')}
+    seen = set()
+    # 2500 bytes at path MTU 1024: FIRST, MIDDLE, LAST; 1 byte: ONLY
+    for size in (2500, 1):
+        tag = 'ipv%d.xrc.s%d' % (a.family, size)
+        runs = xsrq_pair(a, tag, ['-m', '1024', '-s', str(size), '-n', '4'],
+                         env)
+        payloads = [check_xrc_capture(pcap, addrs, seen)
+                    for pcap, addrs in runs.values()]
+        if payloads[0] != payloads[1]:
+            fail('%s: the two captures hold different datagrams' % tag)
+    missing = ['0x%02x' % o for o in sorted(want - seen)]
+    if missing:
+        fail('XRC opcodes never seen: ' + ', '.join(missing))
+
+
 # ---- network namespaces ---------------------------------------------------
 
 def sh(*cmd, check=True):
@@ -816,6 +935,10 @@ def main():
     lo = sub.add_parser('loopback')
     lo.add_argument('--family', type=int, choices=(4, 6), required=True)
     sub.add_parser('netns')
+    x = sub.add_parser('xrc')
+    x.add_argument('--family', type=int, choices=(4, 6), required=True)
+    x.add_argument('--tool', default='ibv_xsrq_pingpong')
+    x.add_argument('--preload', help='LD_PRELOAD for the tool only')
     a = ap.parse_args()
     # Only the traffic runs over uroce (run_pair sets it): tcpdump and
     # tshark link libibverbs too, and must not pick up uroce's.
@@ -825,6 +948,8 @@ def main():
         die('tshark is not installed (apt-get install tshark)')
     if a.mode == 'loopback':
         loopback(a)
+    elif a.mode == 'xrc':
+        xrc(a)
     else:
         netns(a)
     if errors:

@@ -103,10 +103,13 @@ static struct uroce_cq *resp_cq(struct uroce_qp *qp)
 }
 
 /* The PD remote keys must belong to: an XRC target QP has none of its own
- * and uses the SRQ's (IBTA 9.4.2 / C9-...: XRC access checks). */
+ * and uses that of the SRQ the request named.  None (NULL) if that SRQ has
+ * been destroyed since, as a duplicate READ may find. */
 static struct ibv_pd *resp_pd(struct uroce_qp *qp)
 {
-	return qp->xrcd ? qp->srq->ibsrq.pd : qp->ibqpx.qp_base.pd;
+	if (qp->xrcd)
+		return qp->srq ? qp->srq->ibsrq.pd : NULL;
+	return qp->ibqpx.qp_base.pd;
 }
 
 /* An XRC request names its SRQ, which must be in the target QP's domain;

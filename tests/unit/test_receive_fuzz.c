@@ -4,7 +4,9 @@
  * ICRC but random opcodes, PSNs, pads, lengths, R_Keys and addresses aimed
  * around the edges of a registered region.  Nothing may crash (the suite
  * also runs under ASan/UBSan), nothing may be written outside the region
- * that allows remote writes, and every rejected packet is counted.
+ * that allows remote writes, and every rejected packet is counted.  The same
+ * again at an XRC target QP, whose requests also name an SRQ: one of its
+ * domain, one of another domain, or any number.
  *
  * The packets go straight into uroce_recv_batch() of a real device opened in
  * this process, under rx_lock as the engine would deliver them, from the
@@ -50,7 +52,12 @@ static uint64_t rnd(void)
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
 static struct ibv_cq *cq;
-static struct ibv_qp *qp;
+static struct ibv_qp *qp;	/* the QP under attack: RC, then XRC target */
+static uint8_t service = IB_OPC_RC;
+/* XRC: the target's domain and its SRQ, another domain's SRQ */
+static struct ibv_xrcd *xrcd, *xrcd_other;
+static struct ibv_srq *srq, *srq_other;
+static uint32_t srqn, srqn_other;
 static struct ibv_mr *mr, *mr_ro, *mr_recv;
 static uint8_t *mem, *mem_ro, *mem_recv;	/* 3 pages: guard, MR, guard */
 
@@ -89,7 +96,11 @@ static void connect_qp(void)
 	a.retry_cnt = 1;
 	a.rnr_retry = 1;
 	a.max_rd_atomic = 4;
-	assert_int_equal(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+	/* an XRC target QP sends nothing but responses */
+	assert_int_equal(ibv_modify_qp(qp, &a, qp->qp_type == IBV_QPT_XRC_RECV ?
+				       IBV_QP_STATE | IBV_QP_TIMEOUT |
+				       IBV_QP_SQ_PSN :
+				       IBV_QP_STATE | IBV_QP_TIMEOUT |
 				       IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 				       IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC),
 			 0);
@@ -103,7 +114,8 @@ static void post_recvs(void)
 		struct ibv_recv_wr wr = { .wr_id = (uint64_t)i, .sg_list = &sge,
 					  .num_sge = 1 }, *bad;
 
-		if (ibv_post_recv(qp, &wr, &bad))
+		if (srq ? ibv_post_srq_recv(srq, &wr, &bad)
+			: ibv_post_recv(qp, &wr, &bad))
 			break;	/* full */
 	}
 }
@@ -214,7 +226,7 @@ static uint32_t build(uint8_t *buf, uint32_t psn_base)
 		IB_OP_READ_REQ, IB_OP_CMP_SWAP, IB_OP_FETCH_ADD, IB_OP_ACK,
 		IB_OP_READ_RESP_ONLY, IB_OP_ATOMIC_ACK, 0x1F,
 	};
-	uint8_t op = IB_OPC_RC | ops[rnd() % sizeof(ops)];
+	uint8_t op = service | ops[rnd() % sizeof(ops)];
 	const struct ib_opcode_info *info = &ib_opcodes[op];
 	uint32_t hdr = info->mask ? info->hdr_len : BTH_LEN;
 	uint32_t paylen = rnd() % 3 ? rnd() % (MTU + 8) : MTU;
@@ -234,6 +246,12 @@ static uint32_t build(uint8_t *buf, uint32_t psn_base)
 	bth_init(buf, op, (int)(rnd() & 1), (int)pad, 0xFFFF, qp->qp_num,
 		 (int)(rnd() & 1),
 		 rnd() % 2 ? psn_base : psn_base + (uint32_t)(rnd() % 8) - 4);
+	if (info->mask & OPM_XRCETH) {
+		static const uint32_t *const names[] = { &srqn, &srqn, &srqn_other };
+		uint32_t n = rnd() % 8 ? *names[rnd() % 3] : (uint32_t)rnd();
+
+		put_be32(buf + BTH_LEN, n);
+	}
 	if (info->reth)
 		reth_set(buf + info->reth, aim(base), key,
 			 rnd() % 2 ? (uint32_t)(rnd() % (3 * PAGE))
@@ -337,10 +355,69 @@ static void test_hostile_requests(void **state)
 		    atomic_load(&nic->stats.rx_bad_icrc) > bad_before);
 }
 
+static struct ibv_srq *xrc_srq(struct ibv_xrcd *x)
+{
+	struct ibv_srq_init_attr_ex a = {
+		.attr = { .max_wr = 16, .max_sge = 1 },
+		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_XRCD |
+			     IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_PD,
+		.srq_type = IBV_SRQT_XRC,
+		.xrcd = x,
+		.cq = cq,
+		.pd = pd,
+	};
+	struct ibv_srq *s = ibv_create_srq_ex(ctx, &a);
+
+	assert_non_null(s);
+	return s;
+}
+
+static void test_hostile_xrc_requests(void **state)
+{
+	struct ibv_xrcd_init_attr xa = {
+		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+		.fd = -1,
+	};
+	struct ibv_qp_init_attr_ex qa = {
+		.qp_type = IBV_QPT_XRC_RECV,
+		.comp_mask = IBV_QP_INIT_ATTR_XRCD,
+	};
+	struct ibv_qp *rc = qp;
+
+	xrcd = ibv_open_xrcd(ctx, &xa);
+	xrcd_other = ibv_open_xrcd(ctx, &xa);
+	assert_non_null(xrcd);
+	assert_non_null(xrcd_other);
+	srq = xrc_srq(xrcd);
+	srq_other = xrc_srq(xrcd_other);
+	assert_int_equal(ibv_get_srq_num(srq, &srqn), 0);
+	assert_int_equal(ibv_get_srq_num(srq_other, &srqn_other), 0);
+	qa.xrcd = xrcd;
+	qp = ibv_create_qp_ex(ctx, &qa);
+	assert_non_null(qp);
+	service = IB_OPC_XRC;
+	connect_qp();
+	post_recvs();
+	/* so that writes landing show the deep paths ran for XRC too */
+	memset(mem + PAGE, GUARD, PAGE);
+
+	test_hostile_requests(state);
+
+	assert_int_equal(ibv_destroy_qp(qp), 0);
+	qp = rc;
+	service = IB_OPC_RC;
+	assert_int_equal(ibv_destroy_srq(srq), 0);
+	assert_int_equal(ibv_destroy_srq(srq_other), 0);
+	srq = srq_other = NULL;
+	assert_int_equal(ibv_close_xrcd(xrcd), 0);
+	assert_int_equal(ibv_close_xrcd(xrcd_other), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hostile_requests),
+		cmocka_unit_test(test_hostile_xrc_requests),
 	};
 
 	/* nothing from the environment may change what is tested */

@@ -65,33 +65,9 @@ static void set_av(struct ibv_qp_attr *a, const union ibv_gid *gid)
 	a->ah_attr.port_num = H_PORT;
 }
 
-/* The masks are the ones ibv_xsrq_pingpong uses. */
-static void connect_ini(struct ibv_qp *qp, uint32_t dqpn,
-			const union ibv_gid *gid)
-{
-	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_RTR,
-		.path_mtu = IBV_MTU_1024,
-		.dest_qp_num = dqpn,
-		.rq_psn = PSN,
-	};
-
-	set_av(&a, gid);
-	H_OK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-				   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN));
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
-	a.sq_psn = PSN;
-	H_OK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-				   IBV_QP_SQ_PSN | IBV_QP_RETRY_CNT |
-				   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC));
-}
-
-static void connect_tgt(struct ibv_qp *qp, uint32_t dqpn,
+/* To RTR, then RTS, with the masks ibv_xsrq_pingpong uses: an initiator
+ * has no receive side, a target no send side, so each sets half of RC's. */
+static void xrc_connect(struct ibv_qp *qp, bool target, uint32_t dqpn,
 			const union ibv_gid *gid)
 {
 	struct ibv_qp_attr a = {
@@ -102,18 +78,25 @@ static void connect_tgt(struct ibv_qp *qp, uint32_t dqpn,
 		.max_dest_rd_atomic = 4,
 		.min_rnr_timer = 1,
 	};
+	int rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+		  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+	int rts = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN;
 
+	if (target)
+		rtr |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+	else
+		rts |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+		       IBV_QP_MAX_QP_RD_ATOMIC;
 	set_av(&a, gid);
-	H_OK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-				   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-				   IBV_QP_MAX_DEST_RD_ATOMIC |
-				   IBV_QP_MIN_RNR_TIMER));
+	H_OK(ibv_modify_qp(qp, &a, rtr));
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 4;
 	a.sq_psn = PSN;
-	H_OK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-				   IBV_QP_SQ_PSN));
+	H_OK(ibv_modify_qp(qp, &a, rts));
 }
 
 static struct ibv_srq *xrc_srq(struct h_proc *p, struct ibv_xrcd *xrcd,
@@ -258,7 +241,7 @@ static void target(struct h_proc *p)
 	h_send(p->sock[0], &ti, sizeof(ti));
 	h_recv(p->sock[0], &ii, sizeof(ii));
 	for (int i = 0; i < NPAIRS; i++)
-		connect_tgt(tgt[i], ii.ini_qpn[i], &ii.gid);
+		xrc_connect(tgt[i], true, ii.ini_qpn[i], &ii.gid);
 	h_sync(p->sock[0]);
 
 	/* the SENDs, each on its SRQ's CQ */
@@ -388,7 +371,7 @@ static void initiator(struct h_proc *p)
 	h_recv(p->sock[0], &ti, sizeof(ti));
 	h_send(p->sock[0], &ii, sizeof(ii));
 	for (int i = 0; i < NPAIRS; i++)
-		connect_ini(ini[i], ti.tgt_qpn[i], &ti.gid);
+		xrc_connect(ini[i], false, ti.tgt_qpn[i], &ti.gid);
 	h_sync(p->sock[0]);
 
 	/* one QP, two SRQs */

@@ -385,6 +385,19 @@ static int qp_open_ud(struct uroce_qp *qp)
 	return 0;
 }
 
+/* The attributes of the side an XRC QP does not have are dropped, as the
+ * kernel's uverbs does before a NIC sees them: programs (perftest) pass RC's
+ * masks to both kinds. */
+static int xrc_mask(enum ibv_qp_type type, int mask)
+{
+	if (type == IBV_QPT_XRC_SEND)
+		return mask & ~(IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	if (type == IBV_QPT_XRC_RECV)
+		return mask & ~(IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_RETRY_CNT |
+				IBV_QP_RNR_RETRY);
+	return mask;
+}
+
 UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 			       int mask)
 {
@@ -395,6 +408,7 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	if (!ibqp || !attr)
 		return EINVAL;
 	qp = to_uqp(ibqp);
+	mask = xrc_mask(ibqp->qp_type, mask);
 	pthread_mutex_lock(&qp->attr_lock);
 	cur = atomic_load(&qp->state);
 	if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != cur) {

@@ -179,13 +179,6 @@ static struct ibv_srq *srq_create(struct ibv_context *ctx, struct ibv_pd *ibpd,
 	 * one, as the man page allows (at least what was asked for). */
 	max_sge = a->max_sge ? a->max_sge : 1;
 	err = uroce_rq_init(&srq->rq, a->max_wr, max_sge);
-	if (!err && xrcd) {
-		srq->srq_num = srq_publish(to_uctx(ctx)->nic, srq);
-		if (!srq->srq_num) {
-			uroce_rq_destroy(&srq->rq);
-			err = ENOMEM;
-		}
-	}
 	if (err) {
 		free(srq);
 		errno = err;
@@ -197,6 +190,16 @@ static struct ibv_srq *srq_create(struct ibv_context *ctx, struct ibv_pd *ibpd,
 	srq->ibsrq.pd = ibpd;
 	srq->xrcd = xrcd;
 	srq->cq = cq;
+	/* numbered last: a request may find it the moment it is */
+	if (xrcd) {
+		srq->srq_num = srq_publish(to_uctx(ctx)->nic, srq);
+		if (!srq->srq_num) {
+			uroce_rq_destroy(&srq->rq);
+			free(srq);
+			errno = ENOMEM;
+			return NULL;
+		}
+	}
 	pthread_mutex_init(&srq->ibsrq.mutex, NULL);
 	pthread_cond_init(&srq->ibsrq.cond, NULL);
 	atomic_fetch_add(&to_upd(ibpd)->use_cnt, 1);

@@ -248,8 +248,8 @@ struct uroce_nic {
 	atomic_uint_fast64_t engine_sleep_until;	/* ns, CLOCK_MONOTONIC */
 	/* ns of the last time an application thread polled an empty CQ and
 	 * received for itself: the engine leaves receiving to it meanwhile.
-	 * 0 once a poll returned completions: the thread has gone to work on
-	 * them (or to spin on memory a peer WRITEs) and receives no more. */
+	 * 0 once the thread stopped receiving where only the engine can make
+	 * progress (see uroce_engine_app_left). */
 	atomic_uint_fast64_t app_poll_ns;
 	atomic_bool engine_deferring;	/* asleep, leaving the sockets to it */
 	/* ns of the last WRITE, READ or atomic request received: this
@@ -366,12 +366,11 @@ struct uroce_xrcd {
 	unsigned opens;			/* ibv_open_xrcd calls on one inode */
 	dev_t dev;			/* the inode it was opened with, if any */
 	ino_t ino;
-	bool has_inode;
-	struct uroce_xrcd *next;	/* in the context's list */
+	struct uroce_xrcd *next;	/* in xrcd.c's list of those */
 };
 
 struct uroce_srq {
-	struct ibv_srq ibsrq;		/* in a verbs_srq for create_srq_ex */
+	struct ibv_srq ibsrq;
 	struct uroce_rq rq;
 	/* XRC: its domain, the CQ its receives complete on and its number */
 	struct uroce_xrcd *xrcd;

@@ -48,20 +48,20 @@
 	   extra | OPM_REQ | OPM_SEND | OPM_PAYLOAD | OPM_ONLY | OPM_COMP |    \
 	   OPM_IMMDT)
 
-#define WRITE_OPS(base, pfx, extra)                                                   \
+#define WRITE_OPS(base, pfx, extra)                                            \
 	OP(base | IB_OP_WRITE_FIRST, pfx "_RDMA_WRITE_FIRST",                  \
-	   extra | OPM_REQ | OPM_WRITE | OPM_PAYLOAD | OPM_FIRST | OPM_RETH),          \
+	   extra | OPM_REQ | OPM_WRITE | OPM_PAYLOAD | OPM_FIRST | OPM_RETH),  \
 	OP(base | IB_OP_WRITE_MIDDLE, pfx "_RDMA_WRITE_MIDDLE",                \
-	   extra | OPM_REQ | OPM_WRITE | OPM_PAYLOAD | OPM_MIDDLE),                    \
+	   extra | OPM_REQ | OPM_WRITE | OPM_PAYLOAD | OPM_MIDDLE),            \
 	OP(base | IB_OP_WRITE_LAST, pfx "_RDMA_WRITE_LAST",                    \
-	   extra | OPM_REQ | OPM_WRITE | OPM_PAYLOAD | OPM_LAST),                      \
+	   extra | OPM_REQ | OPM_WRITE | OPM_PAYLOAD | OPM_LAST),              \
 	OP(base | IB_OP_WRITE_LAST_IMM, pfx "_RDMA_WRITE_LAST_WITH_IMMEDIATE", \
-	   extra | OPM_REQ | OPM_WRITE | OPM_PAYLOAD | OPM_LAST | OPM_IMMDT |          \
+	   extra | OPM_REQ | OPM_WRITE | OPM_PAYLOAD | OPM_LAST | OPM_IMMDT |  \
 	   OPM_COMP),                                                          \
 	OP(base | IB_OP_WRITE_ONLY, pfx "_RDMA_WRITE_ONLY",                    \
-	   extra | OPM_REQ | OPM_WRITE | OPM_PAYLOAD | OPM_ONLY | OPM_RETH),           \
+	   extra | OPM_REQ | OPM_WRITE | OPM_PAYLOAD | OPM_ONLY | OPM_RETH),   \
 	OP(base | IB_OP_WRITE_ONLY_IMM, pfx "_RDMA_WRITE_ONLY_WITH_IMMEDIATE", \
-	   extra | OPM_REQ | OPM_WRITE | OPM_PAYLOAD | OPM_ONLY | OPM_RETH |           \
+	   extra | OPM_REQ | OPM_WRITE | OPM_PAYLOAD | OPM_ONLY | OPM_RETH |   \
 	   OPM_IMMDT | OPM_COMP)
 
 /* READ, atomics and their responses: RC and XRC only. */

@@ -20,9 +20,10 @@
  * itself, and the engine stays off the sockets for this long after its last
  * poll: two receivers would only contend for rx_lock, and on a busy machine
  * the engine thread can be preempted holding it, stalling the poller for a
- * scheduler tick.  A poll that returns completions ends the deferral at
- * once (uroce_engine_app_left): the thread may now spin on memory that only
- * the engine can fill, as ib_write_lat does. */
+ * scheduler tick.  uroce_engine_app_left ends the deferral at once where
+ * the thread has stopped receiving and only the engine can go on: it waits
+ * for a CQ event, or it may spin on memory that only the engine can fill,
+ * as ib_write_lat does. */
 #define ENGINE_DEFER_NS 200000ull
 /* How long after the last one-sided request received the engine still
  * treats this process as a target (see uroce_engine_app_left). */

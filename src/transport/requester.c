@@ -112,8 +112,8 @@ static void build_request(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 		paylen = left > qp->mtu ? qp->mtu : left;
 		last = paylen == left;
 		op = send_opcode(wqe, first, last);
-		/* only RC acknowledges */
-		ackreq = (service == IB_OPC_RC || service == IB_OPC_XRC) &&
+		/* only RC and XRC acknowledge */
+		ackreq = uroce_qp_reliable(qp) &&
 			 (last || qp->req.since_ackreq + 1 >= UROCE_ACKREQ_EVERY);
 		bth_init(h, service | op, last && (wqe->send_flags & IBV_SEND_SOLICITED),
 			 0, pkey, dqpn, ackreq, psn);

@@ -61,11 +61,12 @@ static void send_read_responses(struct uroce_qp *qp,
 		uint8_t op = first && last ? IB_OP_READ_RESP_ONLY :
 			     first ? IB_OP_READ_RESP_FIRST :
 			     last ? IB_OP_READ_RESP_LAST : IB_OP_READ_RESP_MIDDLE;
+		uint8_t opcode = resp_service(qp) | op;
 		unsigned hl = BTH_LEN;
 
-		bth_init(p->hdr, resp_service(qp) | op, 0, 0, UROCE_DEFAULT_PKEY,
+		bth_init(p->hdr, opcode, 0, 0, UROCE_DEFAULT_PKEY,
 			 qp->attr.dest_qp_num, 0, psn_add(res->first_psn, i));
-		if (ib_opcodes[IB_OPC_RC | op].mask & OPM_AETH) {
+		if (ib_opcodes[opcode].mask & OPM_AETH) {
 			aeth_set(p->hdr + hl, AETH_ACK_UNLIMITED, qp->resp.msn);
 			hl += AETH_LEN;
 		}

@@ -32,6 +32,11 @@ static int qp_check_caps(const struct ibv_qp_init_attr_ex *a)
 	return 0;
 }
 
+static bool cq_in(const struct ibv_cq *cq, const struct ibv_context *ctx)
+{
+	return cq && cq->context == ctx;
+}
+
 /* A QP keeps its PD, CQs, SRQ and XRC domain from being destroyed under it
  * (EBUSY).  XRC QPs lack some: a target QP has only its domain, an
  * initiator no receive CQ. */
@@ -81,7 +86,7 @@ static int qp_alloc_queues(struct uroce_qp *qp, struct ibv_qp_cap *cap)
 	for (uint32_t i = 0; i < qp->sq_size; i++)
 		qp->sq[i].sge = &qp->sq_sges[(size_t)i * sges];
 	/* an XRC target QP receives into the SRQ each request names */
-	if (!qp->srq && qp->init.qp_type != IBV_QPT_XRC_RECV)
+	if (!qp->srq && !qp->xrcd)
 		return uroce_rq_init(&qp->rq, cap->max_recv_wr,
 				     cap->max_recv_sge);
 	return 0;
@@ -170,9 +175,10 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,
 		attr->srq = NULL;
 		attr->cap.max_recv_wr = attr->cap.max_recv_sge = 0;
 	}
-	if ((!xrc_tgt && (!attr->send_cq || attr->send_cq->context != ibctx)) ||
+	/* every kind but the XRC target sends; RC, UC and UD also receive */
+	if ((!xrc_tgt && !cq_in(attr->send_cq, ibctx)) ||
 	    (!xrc_tgt && type != IBV_QPT_XRC_SEND &&
-	     (!attr->recv_cq || attr->recv_cq->context != ibctx))) {
+	     !cq_in(attr->recv_cq, ibctx))) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -201,7 +207,6 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,
 	qp->tx6 = -1;
 	qp->srq = attr->srq ? to_usrq(attr->srq) : NULL;
 	qp->xrcd = xrc_tgt ? to_uxrcd(attr->xrcd) : NULL;
-	qp->init.qp_type = type;
 	if (qp->srq) {
 		attr->cap.max_recv_wr = 0;
 		attr->cap.max_recv_sge = 0;

@@ -135,8 +135,8 @@ static void srq_unpublish(struct uroce_nic *nic, struct uroce_srq *srq)
 	pthread_mutex_lock(&nic->rx_lock);
 	pthread_mutex_lock(&nic->lock);
 	atomic_store(&nic->srqs[srq->srq_num], NULL);
-	for (unsigned i = 1; i <= UROCE_MAX_QP; i++) {
-		struct uroce_qp *qp = atomic_load(&nic->qps[i]);
+	for (int i = 0; i < atomic_load(&nic->num_live_qps); i++) {
+		struct uroce_qp *qp = atomic_load(&nic->live_qps[i]);
 
 		if (qp && qp->xrcd && qp->srq == srq) {
 			/* a message into it that was under way is lost with

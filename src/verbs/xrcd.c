@@ -70,7 +70,6 @@ struct ibv_xrcd *uroce_open_xrcd(struct ibv_context *ctx,
 	x->opens = 1;
 	atomic_init(&x->use_cnt, 0);
 	if (attr->fd >= 0) {
-		x->has_inode = true;
 		x->dev = st.st_dev;
 		x->ino = st.st_ino;
 		x->next = xrcd_list;

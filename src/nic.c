@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cm/cm.h"
 #include "transport/transport.h"
 #include "verbs/ops.h"
 
@@ -25,6 +26,7 @@ static void nic_free(struct uroce_nic *nic)
 		close(nic->leave_fd);
 	free(nic->mrs);
 	pthread_rwlock_destroy(&nic->mr_lock);
+	pthread_mutex_destroy(&nic->gsi.lock);
 	pthread_mutex_destroy(&nic->rx_lock);
 	pthread_mutex_destroy(&nic->lock);
 	free(nic);
@@ -46,6 +48,9 @@ static struct uroce_nic *nic_create(void)
 	nic->net = &uroce_net_udp;
 	nic->next_qp_index = 1;
 	nic->next_mr_index = 1;
+	pthread_mutex_init(&nic->gsi.lock, NULL);
+	nic->gsi.tx4 = nic->gsi.tx6 = -1;
+	nic->gsi.sport = uroce_qp_sport(GSI_QPN);
 
 	nic->mrs = calloc(UROCE_MAX_MR + 1, sizeof(*nic->mrs));
 	nic->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -61,8 +66,11 @@ static struct uroce_nic *nic_create(void)
 	err = -nic->net->open(nic);
 	if (err)
 		goto fail;
-	err = uroce_engine_start(nic);
+	err = -uroce_cm_init(nic);
+	if (!err)
+		err = uroce_engine_start(nic);
 	if (err) {
+		uroce_cm_fini(nic);
 		nic->net->close(nic);
 		goto fail;
 	}
@@ -105,6 +113,8 @@ void uroce_nic_put(struct uroce_nic *nic)
 	if (--nic->refcnt == 0) {
 		uroce_engine_stop(nic);
 		nic_dump_stats(nic);
+		uroce_gsi_close(nic);
+		uroce_cm_fini(nic);
 		nic->net->close(nic);
 		nic_free(nic);
 		the_nic = NULL;

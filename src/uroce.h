@@ -156,6 +156,18 @@ struct uroce_net_ops {
 	/* Receive up to max datagrams without blocking; 0 when none. */
 	int (*recv)(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 		    unsigned max);
+	/* Hand a received datagram to the process of another slot; -errno
+	 * when no process has that slot. */
+	int (*forward)(struct uroce_nic *nic, unsigned slot,
+		       const struct uroce_rxpkt *rx);
+	/* CM service IDs, held host-wide: claim one for this process
+	 * (-EADDRINUSE if any process holds it), release it, and hand a
+	 * received datagram to the process that holds one (-errno if none
+	 * does). */
+	int (*sid_claim)(struct uroce_nic *nic, uint64_t sid);
+	void (*sid_release)(struct uroce_nic *nic, uint64_t sid);
+	int (*sid_forward)(struct uroce_nic *nic, uint64_t sid,
+			   const struct uroce_rxpkt *rx);
 };
 
 extern const struct uroce_net_ops uroce_net_udp;
@@ -193,7 +205,10 @@ int uroce_faults_apply(struct uroce_faults *f, struct uroce_rxpkt *pkts,
 	X(retransmits) X(timeouts) X(rnr_naks_sent) X(rnr_naks_rcvd)           \
 	X(seq_naks_sent) X(seq_naks_rcvd) X(fault_drops) X(fault_dups)         \
 	X(fault_reorders) X(access_errors) X(rx_errors) X(rx_bad_qkey)        \
-	X(rx_dropped_msgs) X(pcap_drops)
+	X(rx_dropped_msgs) X(pcap_drops) X(mad_rx) X(mad_tx)                  \
+	X(mad_malformed) X(mad_forwarded) X(mad_unknown_id) X(mad_bad_state)   \
+	X(mad_duplicates) X(mad_rejected) X(mad_retransmits)                   \
+	X(mad_backlog_drops)
 
 struct uroce_stats {
 #define UROCE_STAT_FIELD(n) atomic_ulong n;
@@ -208,6 +223,7 @@ struct uroce_stats {
 
 struct uroce_qp;
 struct uroce_mr;
+struct uroce_cm;
 
 struct uroce_nic {
 	pthread_mutex_t lock;		/* object tables; never on the datapath */
@@ -265,6 +281,15 @@ struct uroce_nic {
 
 	struct uroce_faults faults;	/* guarded by rx_lock */
 	struct uroce_stats stats;
+
+	/* QP1 and the connection manager (src/cm/) */
+	struct {
+		pthread_mutex_t lock;	/* opening the endpoints */
+		int tx4, tx6;		/* transmit endpoints, -1 until used */
+		uint16_t sport;
+		atomic_uint psn;
+	} gsi;
+	struct uroce_cm *cm;
 };
 
 /* Take / release the process NIC (created on first open_device). */
@@ -581,6 +606,11 @@ void uroce_srq_check_limit(struct uroce_srq *srq);
 
 /* Reported in query_device and enforced by create_*. */
 void uroce_fill_device_attr(const struct uroce_nic *nic, struct ibv_device_attr *attr);
+
+/* The node GUID every uroce process of a host reports (device.c). */
+__be64 uroce_node_guid(void);
+/* The UDP source port a QP sends from (qp.c). */
+uint16_t uroce_qp_sport(uint32_t qpn);
 
 /* Logging for UROCE_DEBUG. */
 void uroce_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

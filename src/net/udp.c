@@ -83,7 +83,14 @@ struct tx_chunk {
 };
 
 /* What a socket in the epoll set is (the high half of its epoll data). */
-enum rx_kind { RX_UDP, RX_LISTEN, RX_FWD };
+enum rx_kind { RX_UDP, RX_LISTEN, RX_FWD, RX_SID };
+
+/* A CM service ID this process holds: a datagram socket bound to the
+ * service's abstract name, on which other processes forward its REQs. */
+struct sid_claim {
+	uint64_t sid;
+	int fd;
+};
 
 struct udp_priv {
 	int fd4, fd6;			/* -1 when absent */
@@ -92,6 +99,10 @@ struct udp_priv {
 	int fwd_from[FWD_ACCEPT_MAX];	/* accepted connections */
 	unsigned nfwd_from;
 	int epfd;			/* every receiving socket */
+	pthread_mutex_t sid_lock;
+	struct sid_claim *sids;
+	unsigned nsids, sids_cap;
+	int sid_tx;			/* unbound: forwards to service names */
 	uid_t uid;
 	uint16_t port;
 	struct uroce_pcap *pcap;	/* UROCE_PCAP, or NULL */
@@ -162,6 +173,21 @@ static socklen_t slot_name(struct sockaddr_un *un, uint16_t port, uid_t uid,
 	un->sun_family = AF_UNIX;
 	len = snprintf(un->sun_path + 1, sizeof(un->sun_path) - 1,
 		       "uroce2.%u.%u.%u", port, (unsigned)uid, slot);
+	return offsetof(struct sockaddr_un, sun_path) + 1 + len;
+}
+
+/* "\0uroce-sid.<port>.<service ID>": one name per CM service ID on the
+ * host, whoever's process holds it, as a port space is one per host.
+ * Abstract names vanish with their process, so a crashed listener never
+ * blocks its port. */
+static socklen_t sid_name(struct sockaddr_un *un, uint16_t port, uint64_t sid)
+{
+	int len;
+
+	memset(un, 0, sizeof(*un));
+	un->sun_family = AF_UNIX;
+	len = snprintf(un->sun_path + 1, sizeof(un->sun_path) - 1,
+		       "uroce-sid.%u.%016llx", port, (unsigned long long)sid);
 	return offsetof(struct sockaddr_un, sun_path) + 1 + len;
 }
 
@@ -278,6 +304,12 @@ static void udp_close(struct uroce_nic *nic)
 	}
 	if (p->fdu >= 0)
 		close(p->fdu);
+	for (unsigned i = 0; i < p->nsids; i++)
+		close(p->sids[i].fd);
+	free(p->sids);
+	if (p->sid_tx >= 0)
+		close(p->sid_tx);
+	pthread_mutex_destroy(&p->sid_lock);
 	for (unsigned i = 0; i < UROCE_MAX_SLOTS; i++)
 		if (p->fwd_to[i] >= 0)
 			close(p->fwd_to[i]);
@@ -314,7 +346,8 @@ static int udp_open(struct uroce_nic *nic)
 
 	if (!p)
 		return -ENOMEM;
-	p->fd4 = p->fd6 = p->fdu = p->epfd = -1;
+	p->fd4 = p->fd6 = p->fdu = p->epfd = p->sid_tx = -1;
+	pthread_mutex_init(&p->sid_lock, NULL);
 	for (unsigned i = 0; i < UROCE_MAX_SLOTS; i++)
 		p->fwd_to[i] = -1;
 	p->uid = getuid();	/* what SCM_CREDENTIALS reports for a sender */
@@ -789,8 +822,8 @@ static int fwd_conn(struct udp_priv *p, unsigned slot)
 	return fd;
 }
 
-static void forward(struct uroce_nic *nic, unsigned slot,
-		    const struct uroce_rxpkt *rx)
+static int forward(struct uroce_nic *nic, unsigned slot,
+		   const struct uroce_rxpkt *rx)
 {
 	struct udp_priv *p = nic->net_priv;
 	struct fwd_hdr h = { .magic = FWD_MAGIC, .tos = rx->tos };
@@ -808,17 +841,120 @@ static void forward(struct uroce_nic *nic, unsigned slot,
 	memcpy(&h.dst, &rx->dst, sizeof(h.dst));
 	/* never block the receive path on a slow or vanished owner: its
 	 * transport retransmits what is dropped here */
+	int err;
+
 	if (fd >= 0 && sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0) {
 		STAT_INC(nic, rx_forwarded);
-		return;
+		return 0;
 	}
+	err = fd >= 0 ? -errno : -ENOENT;
 	STAT_INC(nic, rx_forward_failed);
 	/* the owner is gone (a new process may take its slot): reconnect
 	 * next time */
-	if (fd >= 0 && errno != EAGAIN) {
+	if (fd >= 0 && err != -EAGAIN) {
 		close(fd);
 		p->fwd_to[slot] = -1;
 	}
+	return err;
+}
+
+static int udp_forward(struct uroce_nic *nic, unsigned slot,
+		       const struct uroce_rxpkt *rx)
+{
+	if (slot == 0 || slot >= UROCE_MAX_SLOTS || slot == nic->slot)
+		return -EINVAL;
+	return forward(nic, slot, rx);
+}
+
+/* ---- CM service IDs ------------------------------------------------------ */
+
+static int udp_sid_claim(struct uroce_nic *nic, uint64_t sid)
+{
+	struct udp_priv *p = nic->net_priv;
+	struct sockaddr_un un;
+	socklen_t len = sid_name(&un, p->port, sid);
+	int fd, err = 0;
+
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	/* the sender's credentials come with every datagram */
+	err = setopt(fd, SOL_SOCKET, SO_PASSCRED, 1);
+	if (!err && bind(fd, (struct sockaddr *)&un, len))
+		err = -errno;
+	pthread_mutex_lock(&p->sid_lock);
+	if (!err && p->nsids == p->sids_cap) {
+		unsigned cap = p->sids_cap ? 2 * p->sids_cap : 8;
+		struct sid_claim *n = realloc(p->sids, cap * sizeof(*n));
+
+		if (n) {
+			p->sids = n;
+			p->sids_cap = cap;
+		} else {
+			err = -ENOMEM;
+		}
+	}
+	if (!err)
+		err = rx_watch(p, fd, RX_SID);
+	if (!err)
+		p->sids[p->nsids++] = (struct sid_claim){ sid, fd };
+	pthread_mutex_unlock(&p->sid_lock);
+	if (err)
+		close(fd);
+	return err;
+}
+
+/* Not called with the CM's lock held: the receiver may be using fd. */
+static void udp_sid_release(struct uroce_nic *nic, uint64_t sid)
+{
+	struct udp_priv *p = nic->net_priv;
+	int fd = -1;
+
+	pthread_mutex_lock(&p->sid_lock);
+	for (unsigned i = 0; i < p->nsids; i++) {
+		if (p->sids[i].sid == sid) {
+			fd = p->sids[i].fd;
+			p->sids[i] = p->sids[--p->nsids];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&p->sid_lock);
+	if (fd < 0)
+		return;
+	epoll_ctl(p->epfd, EPOLL_CTL_DEL, fd, NULL);
+	uroce_nic_quiesce(nic);
+	close(fd);
+}
+
+static int udp_sid_forward(struct uroce_nic *nic, uint64_t sid,
+			   const struct uroce_rxpkt *rx)
+{
+	struct udp_priv *p = nic->net_priv;
+	struct fwd_hdr h = { .magic = FWD_MAGIC, .tos = rx->tos };
+	struct iovec iov[2] = {
+		{ .iov_base = &h, .iov_len = sizeof(h) },
+		{ .iov_base = rx->data, .iov_len = rx->len },
+	};
+	struct sockaddr_un un;
+	struct msghdr mh = {
+		.msg_name = &un,
+		.msg_namelen = sid_name(&un, p->port, sid),
+		.msg_iov = iov,
+		.msg_iovlen = ARRAY_SIZE(iov),
+	};
+
+	/* only the receiver (under rx_lock) forwards: no lock needed */
+	if (p->sid_tx < 0)
+		p->sid_tx = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (p->sid_tx < 0)
+		return -errno;
+	memcpy(&h.src, &rx->src, sizeof(h.src));
+	memcpy(&h.dst, &rx->dst, sizeof(h.dst));
+	/* a full queue loses the REQ as a full backlog would: the peer
+	 * retransmits it */
+	if (sendmsg(p->sid_tx, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+		return errno == EAGAIN ? 0 : -errno;
+	return 0;
 }
 
 /* A process of our user connects to forward datagrams to us. */
@@ -928,16 +1064,25 @@ static bool fwd_addr_get(const union fwd_addr *in, int family,
 
 /* A datagram forwarded by another process of our user (checked when it
  * connected): true when it is well formed. */
-static bool rx_unix(struct uroce_nic *nic, unsigned i, struct uroce_rxpkt *rx)
+static bool rx_unix(struct uroce_nic *nic, unsigned i, struct uroce_rxpkt *rx,
+		    bool need_creds)
 {
 	struct udp_priv *p = nic->net_priv;
 	struct msghdr *mh = &p->msg[i].msg_hdr;
 	uint32_t len = p->msg[i].msg_len;
+	bool ours = !need_creds;
 	struct fwd_hdr h;
 	int family;
 
 	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm;
 	     cm = CMSG_NXTHDR(mh, cm)) {
+		if (cm->cmsg_level == SOL_SOCKET &&
+		    cm->cmsg_type == SCM_CREDENTIALS) {
+			struct ucred uc;
+
+			memcpy(&uc, CMSG_DATA(cm), sizeof(uc));
+			ours = uc.uid == p->uid;
+		}
 		if (cm->cmsg_level == SOL_SOCKET &&
 		    cm->cmsg_type == SCM_RIGHTS) {
 			/* nobody has reason to pass us descriptors; do not
@@ -952,6 +1097,12 @@ static bool rx_unix(struct uroce_nic *nic, unsigned i, struct uroce_rxpkt *rx)
 				close(fd);
 			}
 		}
+	}
+	/* a service's name is host-wide: only our user's processes may
+	 * hand us datagrams through it */
+	if (!ours) {
+		STAT_INC(nic, rx_bad_source);
+		return false;
 	}
 	if (len < sizeof(h) + BTH_BYTES || (mh->msg_flags & MSG_TRUNC)) {
 		STAT_INC(nic, rx_malformed);
@@ -1039,7 +1190,7 @@ static int udp_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 	for (int k = 0; k < nready && used < RX_MSGS; k++) {
 		int fd = (int)(uint32_t)ev[k].data.u64;
 		enum rx_kind kind = ev[k].data.u64 >> 32;
-		bool fwd = kind == RX_FWD;
+		bool fwd = kind == RX_FWD || kind == RX_SID;
 		/* as many datagrams as surely fit, each up to RX_GRO_SEGS
 		 * packets; at least one */
 		unsigned want = (max - out) / RX_GRO_SEGS;
@@ -1067,12 +1218,13 @@ static int udp_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 		}
 		for (unsigned i = used; i < used + got; i++) {
 			/* a forwarded datagram is never empty: end of file */
-			if (fwd && p->msg[i].msg_len == 0) {
+			if (kind == RX_FWD && p->msg[i].msg_len == 0) {
 				fwd_close(p, fd);
 				got = i - used;
 				break;
 			}
-			unsigned ours = fwd ? rx_unix(nic, i, &pkts[out])
+			unsigned ours = fwd ? rx_unix(nic, i, &pkts[out],
+						      kind == RX_SID)
 					    : rx_udp(nic, i, &pkts[out],
 						     max - out);
 
@@ -1097,4 +1249,8 @@ const struct uroce_net_ops uroce_net_udp = {
 	.xmit = udp_xmit,
 	.rx_fds = udp_rx_fds,
 	.recv = udp_recv,
+	.forward = udp_forward,
+	.sid_claim = udp_sid_claim,
+	.sid_release = udp_sid_release,
+	.sid_forward = udp_sid_forward,
 };

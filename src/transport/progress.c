@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cm/cm.h"
 #include "transport/transport.h"
 
 /* While any timer is armed the engine wakes at least this often, so that a
@@ -194,6 +195,9 @@ static void *engine_main(void *arg)
 		 * than the one we are about to compute (see uroce_nic_kick). */
 		atomic_store(&nic->engine_sleep_until, UINT64_MAX);
 		next = engine_timers(nic);
+		uint64_t cm_next = uroce_cm_timers(nic, uroce_now_ns());
+		if (cm_next < next)
+			next = cm_next;
 		engine_leave(nic);
 		pthread_mutex_unlock(&nic->rx_lock);
 	}

@@ -7,6 +7,8 @@
  */
 #include <arpa/inet.h>
 
+#include "cm/cm.h"
+
 #include "transport/hdr.h"
 #include "transport/icrc.h"
 #include "transport/opcode.h"
@@ -67,6 +69,11 @@ static struct uroce_qp *parse(struct uroce_nic *nic, struct uroce_rxpkt *rx,
 	}
 	info = &ib_opcodes[bth_opcode(bth)];
 	/* P_Key: only the default partition exists (low 15 bits all ones) */
+	/* QP1 carries management datagrams, not transport traffic */
+	if (bth_qpn(bth) == GSI_QPN) {
+		uroce_gsi_rx(nic, rx);
+		return NULL;
+	}
 	if (!info->mask || bth_tver(bth) != 0 ||
 	    (bth_pkey(bth) & 0x7FFF) != 0x7FFF) {
 		STAT_INC(nic, rx_malformed);

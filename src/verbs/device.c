@@ -81,7 +81,7 @@ static void make_node_guid(void)
 	memcpy(&node_guid, eui, sizeof(node_guid));
 }
 
-static __be64 get_node_guid(void)
+__be64 uroce_node_guid(void)
 {
 	pthread_once(&node_guid_once, make_node_guid);
 	return node_guid;
@@ -126,7 +126,7 @@ UROCE_EXPORT __be64 ibv_get_device_guid(struct ibv_device *device)
 	/* rdma-core reports 0 when it cannot read a device's GUID */
 	if (!is_our_device(device))
 		return 0;
-	return get_node_guid();
+	return uroce_node_guid();
 }
 
 UROCE_EXPORT int ibv_get_device_index(struct ibv_device *device)
@@ -247,7 +247,7 @@ void uroce_fill_device_attr(const struct uroce_nic *nic,
 	(void)nic;	/* every capability is a build-time constant */
 	memset(attr, 0, sizeof(*attr));
 	strcpy(attr->fw_ver, "0.1.0");
-	attr->node_guid = get_node_guid();
+	attr->node_guid = uroce_node_guid();
 	attr->sys_image_guid = attr->node_guid;
 	/* registrations are limited only by the process's address space */
 	attr->max_mr_size = UINT64_MAX;

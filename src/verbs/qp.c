@@ -11,7 +11,7 @@
 #include "transport/transport.h"
 #include "verbs/ops.h"
 
-static uint16_t qp_sport(uint32_t qpn)
+uint16_t uroce_qp_sport(uint32_t qpn)
 {
 	/* 14-bit flow entropy from the QPN, so ECMP spreads QPs over paths */
 	uint32_t h = qpn * 0x9E3779B1u;
@@ -251,7 +251,7 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,
 	if (err)
 		goto fail;
 	ibqp->handle = qp->index;
-	qp->sport = qp_sport(ibqp->qp_num);
+	qp->sport = uroce_qp_sport(ibqp->qp_num);
 	qp_hold(qp, 1);
 	return ibqp;
 fail:
@@ -371,7 +371,7 @@ static int qp_apply_av(struct uroce_qp *qp, const struct ibv_ah_attr *ah,
 	/* a uroce peer sends from the port its QPN hashes to */
 	if (nic->net->steer)
 		nic->net->steer(nic, tx, &qp->self, &qp->peer,
-				qp_sport(dest_qpn));
+				uroce_qp_sport(dest_qpn));
 	return 0;
 }
 

@@ -1,0 +1,1367 @@
+/*
+ * The IB CM state machine (IBTA vol. 1 ch. 12.9), one per id, following
+ * what the Linux kernel's ib_cm does where the spec leaves room: which
+ * duplicates are answered, when MRAs go out, the timers and TimeWait.
+ *
+ * Locking: one mutex per NIC guards every id.  Events are collected while
+ * it is held and handed to the handlers after it is dropped; an id counts
+ * the handler calls in flight so that destroy can wait them out.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "cm/cm.h"
+#include "verbs/ops.h"
+
+enum cm_state {
+	CM_IDLE,
+	CM_LISTEN,
+	CM_REQ_SENT,
+	CM_REQ_RCVD,
+	CM_REP_SENT,
+	CM_REP_RCVD,
+	CM_ESTABLISHED,
+	CM_DREQ_SENT,
+	CM_DREQ_RCVD,
+	CM_TIMEWAIT,
+	CM_SIDR_REQ_SENT,
+	CM_SIDR_REQ_RCVD,
+};
+
+enum {
+	MRA_SERVICE_TIMEOUT = 24,	/* what Linux puts in its MRAs */
+	CM_DEFAULT_TIMEWAIT_MS = 2048,
+	CM_MAX_EVENTS = 2,		/* events one MAD or destroy causes */
+};
+
+struct uroce_cm_id {
+	struct uroce_cm *cm;
+	uroce_cm_handler handler;
+	void *context;
+	enum cm_state state;
+	bool destroyed;			/* the consumer let go of it */
+	unsigned calls;			/* handler calls in flight */
+	struct uroce_cm_id *next;
+
+	uint32_t local_id, remote_id;
+	uint64_t remote_guid;		/* host order */
+	uint32_t local_qpn, remote_qpn;
+	uint64_t tid;
+
+	uint64_t service_id;		/* listened on, or connected to */
+	uint64_t bound_sid;
+	bool bound;			/* holds bound_sid's host-wide claim */
+	int backlog;
+	unsigned waiting;		/* listener: REQs not yet answered */
+	struct uroce_cm_id *listener;	/* passive: counted in its waiting */
+
+	/* where its MADs go, and the last one sent (retransmissions,
+	 * answers to duplicates) */
+	union uroce_sockaddr self, peer;
+	uint8_t mad[MAD_LEN];
+	uint64_t deadline;		/* ns, 0 = no timer */
+	uint64_t timeout_ns;		/* per transmission */
+	unsigned retries_left;
+	unsigned max_retries;
+	unsigned timewait_ms;
+	uint8_t cm_response_timeout;	/* the peer's, for our DREQ */
+};
+
+struct uroce_cm {
+	pthread_mutex_t lock;
+	pthread_cond_t calls_done;
+	struct uroce_nic *nic;
+	struct uroce_cm_id *ids;
+	uint32_t next_id;
+	uint64_t guid;			/* host order */
+	atomic_uint_fast64_t next_deadline;
+};
+
+struct pending {
+	struct uroce_cm_id *id;
+	struct uroce_cm_event ev;
+	uint8_t data[RTU_PRIVATE_DATA_LEN];
+};
+
+struct pending_list {
+	unsigned n;
+	struct pending p[CM_MAX_EVENTS];
+};
+
+static uint64_t ms_ns(unsigned ms)
+{
+	return (uint64_t)ms * 1000000;
+}
+
+/* ---- ids ----------------------------------------------------------------- */
+
+static uint32_t new_comm_id(struct uroce_cm *cm)
+{
+	const uint32_t mask = (1u << CM_ID_SLOT_SHIFT) - 1;
+
+	for (;;) {
+		uint32_t id = ++cm->next_id & mask;
+		bool used = !id;
+
+		for (struct uroce_cm_id *i = cm->ids; i && !used; i = i->next)
+			used = (i->local_id & mask) == id;
+		if (!used)
+			return (uint32_t)cm->nic->slot << CM_ID_SLOT_SHIFT | id;
+	}
+}
+
+static struct uroce_cm_id *id_alloc(struct uroce_cm *cm,
+				    uroce_cm_handler handler, void *context)
+{
+	struct uroce_cm_id *id = calloc(1, sizeof(*id));
+
+	if (!id)
+		return NULL;
+	id->cm = cm;
+	id->handler = handler;
+	id->context = context;
+	id->state = CM_IDLE;
+	id->local_id = new_comm_id(cm);
+	id->timewait_ms = CM_DEFAULT_TIMEWAIT_MS;
+	id->next = cm->ids;
+	cm->ids = id;
+	return id;
+}
+
+/* A passive id stops counting against its listener's backlog. */
+static void id_unwait(struct uroce_cm_id *id)
+{
+	if (id->listener) {
+		id->listener->waiting--;
+		id->listener = NULL;
+	}
+}
+
+/* Frees the id once nothing refers to it: the consumer destroyed it, no
+ * handler call is running and the protocol needs it no more. */
+static void id_maybe_free(struct uroce_cm_id *id)
+{
+	struct uroce_cm *cm = id->cm;
+
+	if (!id->destroyed || id->calls || id->state != CM_IDLE)
+		return;
+	id_unwait(id);
+	for (struct uroce_cm_id *i = cm->ids; i; i = i->next)
+		if (i->listener == id)
+			i->listener = NULL;
+	for (struct uroce_cm_id **p = &cm->ids; *p; p = &(*p)->next) {
+		if (*p == id) {
+			*p = id->next;
+			break;
+		}
+	}
+	free(id);
+}
+
+static void set_timer(struct uroce_cm_id *id, uint64_t deadline)
+{
+	struct uroce_cm *cm = id->cm;
+
+	id->deadline = deadline;
+	if (deadline && deadline < atomic_load(&cm->next_deadline)) {
+		atomic_store(&cm->next_deadline, deadline);
+		uroce_nic_kick(cm->nic, deadline);
+	}
+}
+
+static void enter_idle(struct uroce_cm_id *id)
+{
+	id->state = CM_IDLE;
+	id->deadline = 0;
+	id_unwait(id);
+}
+
+static void enter_timewait(struct uroce_cm_id *id)
+{
+	id->state = CM_TIMEWAIT;
+	id_unwait(id);
+	set_timer(id, uroce_now_ns() + ms_ns(id->timewait_ms));
+}
+
+/* ---- events -------------------------------------------------------------- */
+
+static struct uroce_cm_event *queue_event(struct pending_list *pl,
+					  struct uroce_cm_id *id,
+					  enum uroce_cm_event_type type,
+					  const uint8_t *data, unsigned len)
+{
+	struct pending *p;
+
+	if (id->destroyed || pl->n == CM_MAX_EVENTS)
+		return NULL;
+	p = &pl->p[pl->n++];
+	memset(&p->ev, 0, sizeof(p->ev));
+	p->id = id;
+	p->ev.type = type;
+	if (len > sizeof(p->data))
+		len = sizeof(p->data);
+	if (len)
+		memcpy(p->data, data, len);
+	p->ev.private_data = len ? p->data : NULL;
+	p->ev.private_data_len = len;
+	id->calls++;
+	return &p->ev;
+}
+
+static void id_send_rej(struct uroce_cm_id *id, unsigned msg, uint16_t reason,
+			const void *ari, unsigned ari_len, const void *data,
+			unsigned len);
+static void id_send_sidr_rej(struct uroce_cm_id *id);
+
+/* The consumer did not take a new passive id. */
+static void id_refuse(struct uroce_cm_id *id)
+{
+	if (id->state == CM_REQ_RCVD)
+		id_send_rej(id, CM_MSG_REQ, UROCE_CM_REJ_CONSUMER_DEFINED,
+			    NULL, 0, NULL, 0);
+	else if (id->state == CM_SIDR_REQ_RCVD)
+		id_send_sidr_rej(id);
+	enter_idle(id);
+	id->destroyed = true;
+}
+
+/* Called with the lock held; drops it to run the handlers. */
+static void deliver_unlock(struct uroce_cm *cm, struct pending_list *pl)
+{
+	int refused[CM_MAX_EVENTS];
+
+	pthread_mutex_unlock(&cm->lock);
+	for (unsigned i = 0; i < pl->n; i++) {
+		struct pending *p = &pl->p[i];
+
+		refused[i] = p->id->handler(p->id, &p->ev, p->id->context);
+	}
+	if (!pl->n)
+		return;
+	pthread_mutex_lock(&cm->lock);
+	for (unsigned i = 0; i < pl->n; i++) {
+		struct uroce_cm_id *id = pl->p[i].id, *new_id = pl->p[i].ev.new_id;
+
+		id->calls--;
+		if (new_id) {
+			new_id->calls--;
+			if (refused[i])
+				id_refuse(new_id);
+			id_maybe_free(new_id);
+		}
+		id_maybe_free(id);
+	}
+	pthread_cond_broadcast(&cm->calls_done);
+	pthread_mutex_unlock(&cm->lock);
+}
+
+/* ---- sending ------------------------------------------------------------- */
+
+static int id_send(struct uroce_cm_id *id)
+{
+	return uroce_gsi_send(id->cm->nic, &id->self, &id->peer, id->mad);
+}
+
+/* Send id->mad and retransmit it every timeout until answered. */
+static int id_send_timed(struct uroce_cm_id *id, uint64_t timeout_ns,
+			 unsigned retries)
+{
+	id->timeout_ns = timeout_ns;
+	id->retries_left = retries;
+	set_timer(id, uroce_now_ns() + timeout_ns);
+	return id_send(id);
+}
+
+static uint8_t *id_mad(struct uroce_cm_id *id, uint16_t attr)
+{
+	uroce_cm_mad_init(id->mad, attr, id->tid);
+	return id->mad + MAD_HDR_LEN;
+}
+
+/* REJ from an id: our comm ID and the peer's, the TID of the exchange. */
+static void id_send_rej(struct uroce_cm_id *id, unsigned msg, uint16_t reason,
+			const void *ari, unsigned ari_len, const void *data,
+			unsigned len)
+{
+	uint8_t *pl = id_mad(id, CM_ATTR_REJ);
+
+	mad_put_be32(pl, MSG_LOCAL_COMM_ID, id->local_id);
+	mad_put_be32(pl, MSG_REMOTE_COMM_ID, id->remote_id);
+	mad_set_bits(pl, REJ_BYTE8, 0xC0, msg);
+	mad_set_bits(pl, REJ_BYTE9, 0xFE, ari_len);
+	mad_put_be16(pl, REJ_REASON, reason);
+	if (ari_len)
+		memcpy(pl + REJ_ARI, ari, ari_len);
+	if (len)
+		memcpy(pl + REJ_PRIVATE_DATA, data, len);
+	if (id_send(id))
+		STAT_INC(id->cm->nic, tx_errors);
+}
+
+static void id_send_mra(struct uroce_cm_id *id, unsigned msg)
+{
+	uint8_t mad[MAD_LEN], *pl = mad + MAD_HDR_LEN;
+
+	/* not id->mad: that is the REP/RTU a duplicate may still need */
+	uroce_cm_mad_init(mad, CM_ATTR_MRA, id->tid);
+	mad_put_be32(pl, MSG_LOCAL_COMM_ID, id->local_id);
+	mad_put_be32(pl, MSG_REMOTE_COMM_ID, id->remote_id);
+	mad_set_bits(pl, MRA_BYTE8, 0xC0, msg);
+	mad_set_bits(pl, MRA_BYTE9, 0xF8, MRA_SERVICE_TIMEOUT);
+	if (uroce_gsi_send(id->cm->nic, &id->self, &id->peer, mad))
+		STAT_INC(id->cm->nic, tx_errors);
+}
+
+static void id_send_sidr_rej(struct uroce_cm_id *id)
+{
+	uint8_t *pl = id_mad(id, CM_ATTR_SIDR_REP);
+
+	mad_put_be32(pl, SIDR_REP_REQUEST_ID, id->remote_id);
+	pl[SIDR_REP_STATUS] = 2;	/* rejected */
+	mad_put_be64(pl, SIDR_REP_SERVICE_ID, id->service_id);
+	if (id_send(id))
+		STAT_INC(id->cm->nic, tx_errors);
+}
+
+static int id_send_dreq(struct uroce_cm_id *id, const void *data, unsigned len)
+{
+	uint8_t *pl = id_mad(id, CM_ATTR_DREQ);
+
+	mad_put_be32(pl, MSG_LOCAL_COMM_ID, id->local_id);
+	mad_put_be32(pl, MSG_REMOTE_COMM_ID, id->remote_id);
+	mad_put_be24(pl, DREQ_REMOTE_QPN, id->remote_qpn);
+	if (len)
+		memcpy(pl + DREQ_PRIVATE_DATA, data, len);
+	id->state = CM_DREQ_SENT;
+	return id_send_timed(id, ms_ns(uroce_cm_time_ms(
+					 id->cm_response_timeout)),
+			     id->max_retries);
+}
+
+static int id_send_drep(struct uroce_cm_id *id, const void *data, unsigned len)
+{
+	uint8_t *pl = id_mad(id, CM_ATTR_DREP);
+
+	mad_put_be32(pl, MSG_LOCAL_COMM_ID, id->local_id);
+	mad_put_be32(pl, MSG_REMOTE_COMM_ID, id->remote_id);
+	if (len)
+		memcpy(pl + DREP_PRIVATE_DATA, data, len);
+	/* kept in id->mad: a repeated DREQ in TimeWait gets it again */
+	enter_timewait(id);
+	return id_send(id);
+}
+
+/* ---- the consumer's calls ------------------------------------------------ */
+
+UROCE_EXPORT struct uroce_cm_id *uroce_cm_create_id(struct ibv_context *ctx,
+						     uroce_cm_handler handler,
+						     void *context)
+{
+	struct uroce_cm *cm;
+	struct uroce_cm_id *id;
+
+	if (!ctx || !handler) {
+		errno = EINVAL;
+		return NULL;
+	}
+	cm = to_uctx(ctx)->nic->cm;
+	pthread_mutex_lock(&cm->lock);
+	id = id_alloc(cm, handler, context);
+	pthread_mutex_unlock(&cm->lock);
+	if (!id)
+		errno = ENOMEM;
+	return id;
+}
+
+UROCE_EXPORT void uroce_cm_set_context(struct uroce_cm_id *id, void *context)
+{
+	pthread_mutex_lock(&id->cm->lock);
+	id->context = context;
+	pthread_mutex_unlock(&id->cm->lock);
+}
+
+UROCE_EXPORT void uroce_cm_destroy_id(struct uroce_cm_id *id)
+{
+	struct uroce_cm *cm = id->cm;
+	uint64_t guid_be;
+
+	pthread_mutex_lock(&cm->lock);
+	id->destroyed = true;
+	switch (id->state) {
+	case CM_REQ_SENT:
+		/* the passive side knows us by CA GUID and comm ID only */
+		guid_be = htobe64(cm->guid);
+		id->remote_id = 0;
+		id_send_rej(id, CM_MSG_OTHER, UROCE_CM_REJ_TIMEOUT, &guid_be,
+			    sizeof(guid_be), NULL, 0);
+		enter_idle(id);
+		break;
+	case CM_REQ_RCVD:
+	case CM_REP_SENT:
+		id_send_rej(id, CM_MSG_REQ, UROCE_CM_REJ_CONSUMER_DEFINED,
+			    NULL, 0, NULL, 0);
+		enter_idle(id);
+		break;
+	case CM_REP_RCVD:
+		id_send_rej(id, CM_MSG_REP, UROCE_CM_REJ_CONSUMER_DEFINED,
+			    NULL, 0, NULL, 0);
+		enter_idle(id);
+		break;
+	case CM_ESTABLISHED:
+		/* the CM goes on alone: DREQ, DREP or timeout, TimeWait */
+		if (id_send_dreq(id, NULL, 0))
+			STAT_INC(cm->nic, tx_errors);
+		break;
+	case CM_DREQ_RCVD:
+		if (id_send_drep(id, NULL, 0))
+			STAT_INC(cm->nic, tx_errors);
+		break;
+	case CM_SIDR_REQ_RCVD:
+		id_send_sidr_rej(id);
+		enter_idle(id);
+		break;
+	case CM_LISTEN:
+	case CM_SIDR_REQ_SENT:
+		enter_idle(id);
+		break;
+	case CM_IDLE:
+	case CM_DREQ_SENT:
+	case CM_TIMEWAIT:
+		break;
+	}
+	/* a listener's claim goes at once, even while its connections
+	 * linger in TimeWait; released unlocked, since the receiver may need
+	 * the lock before it lets go of the claim's socket */
+	bool bound = id->bound;
+	uint64_t sid = id->bound_sid;
+
+	id->bound = false;
+	while (id->calls)
+		pthread_cond_wait(&cm->calls_done, &cm->lock);
+	id_maybe_free(id);
+	pthread_mutex_unlock(&cm->lock);
+	if (bound)
+		cm->nic->net->sid_release(cm->nic, sid);
+}
+
+static bool sid_taken(struct uroce_cm *cm, uint64_t sid)
+{
+	for (struct uroce_cm_id *i = cm->ids; i; i = i->next)
+		if (i->bound && i->bound_sid == sid)
+			return true;
+	return false;
+}
+
+static int claim(struct uroce_cm *cm, uint64_t sid)
+{
+	if (sid_taken(cm, sid))
+		return -EADDRINUSE;
+	return cm->nic->net->sid_claim(cm->nic, sid);
+}
+
+UROCE_EXPORT int uroce_cm_bind(struct uroce_cm_id *id, uint64_t *service_id,
+			       int pick_port)
+{
+	struct uroce_cm *cm = id->cm;
+	const unsigned range = CM_EPHEMERAL_HI - CM_EPHEMERAL_LO + 1;
+	uint64_t sid = *service_id;
+	int err = -EADDRINUSE;
+
+	pthread_mutex_lock(&cm->lock);
+	if (id->bound || id->state != CM_IDLE) {
+		err = -EINVAL;
+	} else if (!pick_port) {
+		err = claim(cm, sid);
+	} else {
+		unsigned start;
+
+		if (getrandom(&start, sizeof(start), 0) != sizeof(start))
+			start = (unsigned)uroce_now_ns();
+		for (unsigned i = 0; i < range && err == -EADDRINUSE; i++) {
+			sid = (*service_id & ~0xFFFFull) |
+			      (CM_EPHEMERAL_LO + (start + i) % range);
+			err = claim(cm, sid);
+		}
+	}
+	if (!err) {
+		id->bound = true;
+		id->bound_sid = sid;
+		id->service_id = sid;
+		*service_id = sid;
+	}
+	pthread_mutex_unlock(&cm->lock);
+	return err;
+}
+
+UROCE_EXPORT int uroce_cm_listen(struct uroce_cm_id *id, int backlog)
+{
+	struct uroce_cm *cm = id->cm;
+	int err = 0;
+
+	pthread_mutex_lock(&cm->lock);
+	if (!id->bound || (id->state != CM_IDLE && id->state != CM_LISTEN))
+		err = -EINVAL;
+	else {
+		id->state = CM_LISTEN;
+		id->backlog = backlog > 0 ? backlog : 1;
+	}
+	pthread_mutex_unlock(&cm->lock);
+	return err;
+}
+
+static void path_to_addrs(struct uroce_cm_id *id,
+			  const struct uroce_cm_path *path)
+{
+	uroce_gid_to_sockaddr(&path->sgid, 0, &id->self);
+	uroce_gid_to_sockaddr(&path->dgid, 0, &id->peer);
+}
+
+static void put_path(uint8_t *pl, unsigned off,
+		     const struct uroce_cm_path *path, uint8_t ack_timeout)
+{
+	/* RoCE has no LIDs: both permissive, as the kernel sends them */
+	mad_put_be16(pl, off + REQ_PRIMARY_LOCAL_LID - REQ_PRIMARY_LOCAL_LID,
+		     0xFFFF);
+	mad_put_be16(pl, off + REQ_PRIMARY_REMOTE_LID - REQ_PRIMARY_LOCAL_LID,
+		     0xFFFF);
+	memcpy(pl + off + REQ_PRIMARY_LOCAL_GID - REQ_PRIMARY_LOCAL_LID,
+	       path->sgid.raw, 16);
+	memcpy(pl + off + REQ_PRIMARY_REMOTE_GID - REQ_PRIMARY_LOCAL_LID,
+	       path->dgid.raw, 16);
+	mad_put_be32(pl, off + REQ_FLOW_LABEL - REQ_PRIMARY_LOCAL_LID,
+		     (path->flow_label & 0xFFFFF) << 12);
+	pl[off + REQ_TRAFFIC_CLASS - REQ_PRIMARY_LOCAL_LID] =
+		path->traffic_class;
+	pl[off + REQ_HOP_LIMIT - REQ_PRIMARY_LOCAL_LID] = path->hop_limit;
+	mad_set_bits(pl, off + REQ_BYTE94 - REQ_PRIMARY_LOCAL_LID, 0xF0,
+		     path->sl);
+	mad_set_bits(pl, off + REQ_BYTE95 - REQ_PRIMARY_LOCAL_LID, 0xF8,
+		     ack_timeout);
+}
+
+UROCE_EXPORT int uroce_cm_send_req(struct uroce_cm_id *id,
+				   const struct uroce_cm_req_param *p)
+{
+	struct uroce_cm *cm = id->cm;
+	uint8_t *pl;
+	unsigned timeout_ms;
+	int err;
+
+	if (p->private_data_len > REQ_PRIVATE_DATA_LEN ||
+	    p->transport > UROCE_CM_TRANSPORT_UC || p->max_cm_retries > 15 ||
+	    p->remote_cm_response_timeout > 31 ||
+	    p->local_cm_response_timeout > 31)
+		return -EINVAL;
+	pthread_mutex_lock(&cm->lock);
+	if (id->state != CM_IDLE) {
+		pthread_mutex_unlock(&cm->lock);
+		return -EINVAL;
+	}
+	/* Linux's TIDs: 2 in the high word, the comm ID's bytes swapped */
+	id->tid = 2ull << 32 | __builtin_bswap32(id->local_id);
+	id->local_qpn = p->qp_num;
+	id->service_id = p->service_id;
+	id->max_retries = p->max_cm_retries;
+	id->cm_response_timeout = p->remote_cm_response_timeout;
+	id->timewait_ms = uroce_cm_time_ms(p->local_ack_timeout);
+	path_to_addrs(id, &p->path);
+
+	pl = id_mad(id, CM_ATTR_REQ);
+	mad_put_be32(pl, REQ_LOCAL_COMM_ID, id->local_id);
+	mad_put_be64(pl, REQ_SERVICE_ID, p->service_id);
+	mad_put_be64(pl, REQ_LOCAL_CA_GUID, cm->guid);
+	mad_put_be24(pl, REQ_LOCAL_QPN, p->qp_num);
+	pl[REQ_RESP_RESOURCES] = p->responder_resources;
+	pl[REQ_INIT_DEPTH] = p->initiator_depth;
+	mad_set_bits(pl, REQ_BYTE43, 0xF8, p->remote_cm_response_timeout);
+	mad_set_bits(pl, REQ_BYTE43, 0x06, p->transport);
+	mad_set_bits(pl, REQ_BYTE43, 0x01, p->flow_control);
+	mad_put_be24(pl, REQ_STARTING_PSN, p->starting_psn);
+	mad_set_bits(pl, REQ_BYTE47, 0xF8, p->local_cm_response_timeout);
+	mad_set_bits(pl, REQ_BYTE47, 0x07, p->retry_count);
+	mad_put_be16(pl, REQ_PKEY, 0xFFFF);
+	mad_set_bits(pl, REQ_BYTE50, 0xF0, p->path.mtu);
+	mad_set_bits(pl, REQ_BYTE50, 0x07, p->rnr_retry_count);
+	mad_set_bits(pl, REQ_BYTE51, 0xF0, p->max_cm_retries);
+	mad_set_bits(pl, REQ_BYTE51, 0x08, p->srq);
+	put_path(pl, REQ_PRIMARY_LOCAL_LID, &p->path, p->local_ack_timeout);
+	if (p->private_data_len)
+		memcpy(pl + REQ_PRIVATE_DATA, p->private_data,
+		       p->private_data_len);
+
+	/* per try: the packet's round trip plus the peer's response time */
+	timeout_ms = 2 * uroce_cm_time_ms(p->path.packet_life_time) +
+		     uroce_cm_time_ms(p->remote_cm_response_timeout);
+	id->state = CM_REQ_SENT;
+	err = id_send_timed(id, ms_ns(timeout_ms), p->max_cm_retries);
+	if (err)
+		enter_idle(id);
+	pthread_mutex_unlock(&cm->lock);
+	return err;
+}
+
+UROCE_EXPORT int uroce_cm_send_rep(struct uroce_cm_id *id,
+				   const struct uroce_cm_rep_param *p)
+{
+	struct uroce_cm *cm = id->cm;
+	uint8_t *pl;
+	int err;
+
+	if (p->private_data_len > REP_PRIVATE_DATA_LEN)
+		return -EINVAL;
+	pthread_mutex_lock(&cm->lock);
+	if (id->state != CM_REQ_RCVD) {
+		pthread_mutex_unlock(&cm->lock);
+		return -EINVAL;
+	}
+	id->local_qpn = p->qp_num;
+	pl = id_mad(id, CM_ATTR_REP);
+	mad_put_be32(pl, REP_LOCAL_COMM_ID, id->local_id);
+	mad_put_be32(pl, REP_REMOTE_COMM_ID, id->remote_id);
+	mad_put_be24(pl, REP_LOCAL_QPN, p->qp_num);
+	mad_put_be24(pl, REP_STARTING_PSN, p->starting_psn);
+	pl[REP_RESP_RESOURCES] = p->responder_resources;
+	pl[REP_INIT_DEPTH] = p->initiator_depth;
+	mad_set_bits(pl, REP_BYTE26, 0xF8, p->target_ack_delay);
+	mad_set_bits(pl, REP_BYTE26, 0x01, p->flow_control);
+	mad_set_bits(pl, REP_BYTE27, 0xE0, p->rnr_retry_count);
+	mad_set_bits(pl, REP_BYTE27, 0x10, p->srq);
+	mad_put_be64(pl, REP_LOCAL_CA_GUID, cm->guid);
+	if (p->private_data_len)
+		memcpy(pl + REP_PRIVATE_DATA, p->private_data,
+		       p->private_data_len);
+	id->state = CM_REP_SENT;
+	id_unwait(id);
+	/* the REQ said how long to wait for the RTU, and how often */
+	err = id_send_timed(id, ms_ns(uroce_cm_time_ms(
+					  id->cm_response_timeout)),
+			    id->max_retries);
+	pthread_mutex_unlock(&cm->lock);
+	return err;
+}
+
+UROCE_EXPORT int uroce_cm_send_rtu(struct uroce_cm_id *id,
+				   const void *data, uint8_t len)
+{
+	struct uroce_cm *cm = id->cm;
+	uint8_t *pl;
+	int err;
+
+	if (len > RTU_PRIVATE_DATA_LEN)
+		return -EINVAL;
+	pthread_mutex_lock(&cm->lock);
+	if (id->state != CM_REP_RCVD) {
+		pthread_mutex_unlock(&cm->lock);
+		return -EINVAL;
+	}
+	/* kept in id->mad: a duplicate REP gets it again */
+	pl = id_mad(id, CM_ATTR_RTU);
+	mad_put_be32(pl, MSG_LOCAL_COMM_ID, id->local_id);
+	mad_put_be32(pl, MSG_REMOTE_COMM_ID, id->remote_id);
+	if (len)
+		memcpy(pl + RTU_PRIVATE_DATA, data, len);
+	id->state = CM_ESTABLISHED;
+	id->deadline = 0;
+	err = id_send(id);
+	pthread_mutex_unlock(&cm->lock);
+	return err;
+}
+
+UROCE_EXPORT int uroce_cm_send_rej(struct uroce_cm_id *id, int reason,
+				   const void *data, uint8_t len)
+{
+	struct uroce_cm *cm = id->cm;
+	int err = 0;
+
+	if (len > REJ_PRIVATE_DATA_LEN)
+		return -EINVAL;
+	pthread_mutex_lock(&cm->lock);
+	switch (id->state) {
+	case CM_REQ_RCVD:
+		id_send_rej(id, CM_MSG_REQ, reason, NULL, 0, data, len);
+		enter_idle(id);
+		break;
+	case CM_REP_RCVD:
+		id_send_rej(id, CM_MSG_REP, reason, NULL, 0, data, len);
+		enter_idle(id);
+		break;
+	default:
+		err = -EINVAL;
+	}
+	pthread_mutex_unlock(&cm->lock);
+	return err;
+}
+
+UROCE_EXPORT int uroce_cm_send_dreq(struct uroce_cm_id *id, const void *data,
+				    uint8_t len)
+{
+	struct uroce_cm *cm = id->cm;
+	int err;
+
+	if (len > DREQ_PRIVATE_DATA_LEN)
+		return -EINVAL;
+	pthread_mutex_lock(&cm->lock);
+	if (id->state == CM_ESTABLISHED || id->state == CM_REP_SENT)
+		err = id_send_dreq(id, data, len);
+	else
+		err = -EINVAL;
+	pthread_mutex_unlock(&cm->lock);
+	return err;
+}
+
+UROCE_EXPORT int uroce_cm_send_drep(struct uroce_cm_id *id, const void *data,
+				    uint8_t len)
+{
+	struct uroce_cm *cm = id->cm;
+	int err;
+
+	if (len > DREP_PRIVATE_DATA_LEN)
+		return -EINVAL;
+	pthread_mutex_lock(&cm->lock);
+	if (id->state == CM_DREQ_RCVD)
+		err = id_send_drep(id, data, len);
+	else
+		err = -EINVAL;
+	pthread_mutex_unlock(&cm->lock);
+	return err;
+}
+
+UROCE_EXPORT int uroce_cm_establish(struct uroce_cm_id *id)
+{
+	struct uroce_cm *cm = id->cm;
+	struct pending_list pl = { 0 };
+	int err = 0;
+
+	pthread_mutex_lock(&cm->lock);
+	if (id->state == CM_REP_SENT) {
+		id->state = CM_ESTABLISHED;
+		id->deadline = 0;
+		queue_event(&pl, id, UROCE_CM_RTU_RECEIVED, NULL, 0);
+	} else if (id->state != CM_ESTABLISHED) {
+		err = -EINVAL;
+	}
+	deliver_unlock(cm, &pl);
+	return err;
+}
+
+UROCE_EXPORT int uroce_cm_send_sidr_req(struct uroce_cm_id *id,
+					const struct uroce_cm_sidr_req_param *p)
+{
+	struct uroce_cm *cm = id->cm;
+	uint8_t *pl;
+	int err;
+
+	if (p->private_data_len > SIDR_REQ_PRIVATE_DATA_LEN ||
+	    p->max_retries > 15)
+		return -EINVAL;
+	pthread_mutex_lock(&cm->lock);
+	if (id->state != CM_IDLE) {
+		pthread_mutex_unlock(&cm->lock);
+		return -EINVAL;
+	}
+	id->tid = 2ull << 32 | __builtin_bswap32(id->local_id);
+	id->service_id = p->service_id;
+	path_to_addrs(id, &p->path);
+	pl = id_mad(id, CM_ATTR_SIDR_REQ);
+	mad_put_be32(pl, SIDR_REQ_REQUEST_ID, id->local_id);
+	mad_put_be16(pl, SIDR_REQ_PKEY, 0xFFFF);
+	mad_put_be64(pl, SIDR_REQ_SERVICE_ID, p->service_id);
+	if (p->private_data_len)
+		memcpy(pl + SIDR_REQ_PRIVATE_DATA, p->private_data,
+		       p->private_data_len);
+	id->state = CM_SIDR_REQ_SENT;
+	err = id_send_timed(id, ms_ns(p->timeout_ms), p->max_retries);
+	if (err)
+		enter_idle(id);
+	pthread_mutex_unlock(&cm->lock);
+	return err;
+}
+
+UROCE_EXPORT int uroce_cm_send_sidr_rep(struct uroce_cm_id *id,
+					const struct uroce_cm_sidr_rep_param *p)
+{
+	struct uroce_cm *cm = id->cm;
+	uint8_t *pl;
+	int err;
+
+	if (p->private_data_len > SIDR_REP_PRIVATE_DATA_LEN)
+		return -EINVAL;
+	pthread_mutex_lock(&cm->lock);
+	if (id->state != CM_SIDR_REQ_RCVD) {
+		pthread_mutex_unlock(&cm->lock);
+		return -EINVAL;
+	}
+	pl = id_mad(id, CM_ATTR_SIDR_REP);
+	mad_put_be32(pl, SIDR_REP_REQUEST_ID, id->remote_id);
+	pl[SIDR_REP_STATUS] = p->status;
+	mad_put_be24(pl, SIDR_REP_QPN, p->status ? 0 : p->qp_num);
+	mad_put_be64(pl, SIDR_REP_SERVICE_ID, id->service_id);
+	mad_put_be32(pl, SIDR_REP_QKEY, p->status ? 0 : p->qkey);
+	if (p->private_data_len)
+		memcpy(pl + SIDR_REP_PRIVATE_DATA, p->private_data,
+		       p->private_data_len);
+	err = id_send(id);
+	enter_idle(id);
+	pthread_mutex_unlock(&cm->lock);
+	return err;
+}
+
+/* ---- receiving ----------------------------------------------------------- */
+
+static struct uroce_cm_id *find_local(struct uroce_cm *cm, uint32_t local_id)
+{
+	for (struct uroce_cm_id *i = cm->ids; i; i = i->next)
+		if (i->local_id == local_id)
+			return i;
+	return NULL;
+}
+
+static struct uroce_cm_id *find_listener(struct uroce_cm *cm, uint64_t sid)
+{
+	for (struct uroce_cm_id *i = cm->ids; i; i = i->next)
+		if (i->state == CM_LISTEN && i->service_id == sid)
+			return i;
+	return NULL;
+}
+
+/* The GID index a received MAD arrived on, or -1 if none of ours. */
+static int gid_index_of(struct uroce_nic *nic, const union uroce_sockaddr *a)
+{
+	union ibv_gid gid;
+
+	uroce_sockaddr_to_gid(a, &gid);
+	for (int i = 0; i < nic->num_gids; i++)
+		if (!memcmp(&nic->gids[i].gid, &gid, sizeof(gid)))
+			return i;
+	return -1;
+}
+
+/* The path back to the sender of a request, as seen from here. */
+static bool reply_path(struct uroce_nic *nic, const struct cm_mad_rx *m,
+		       struct uroce_cm_path *path)
+{
+	int index = gid_index_of(nic, &m->rx->dst);
+
+	if (index < 0)
+		return false;
+	memset(path, 0, sizeof(*path));
+	path->sgid_index = index;
+	path->sgid = nic->gids[index].gid;
+	uroce_sockaddr_to_gid(&m->rx->src, &path->dgid);
+	path->hop_limit = 64;
+	return true;
+}
+
+static void rx_req(struct uroce_cm *cm, const struct cm_mad_rx *m,
+		   struct pending_list *pl)
+{
+	struct uroce_nic *nic = cm->nic;
+	const uint8_t *req = m->mad + MAD_HDR_LEN;
+	uint32_t remote_id = mad_be32(req, REQ_LOCAL_COMM_ID);
+	uint64_t guid = mad_be64(req, REQ_LOCAL_CA_GUID);
+	uint32_t qpn = mad_be24(req, REQ_LOCAL_QPN);
+	uint64_t sid = mad_be64(req, REQ_SERVICE_ID);
+	struct uroce_cm_id *listener, *id;
+	struct uroce_cm_event *ev;
+	struct uroce_cm_path path;
+
+	for (id = cm->ids; id; id = id->next) {
+		if (id->remote_guid != guid || id->state == CM_IDLE ||
+		    id->state == CM_LISTEN)
+			continue;
+		if (id->remote_id == remote_id) {
+			/* a duplicate: the consumer has the request, so the
+			 * peer is told to wait longer; in TimeWait it is
+			 * stale */
+			STAT_INC(nic, mad_duplicates);
+			if (id->state == CM_REQ_RCVD)
+				id_send_mra(id, CM_MSG_REQ);
+			else if (id->state == CM_TIMEWAIT)
+				uroce_cm_reply_rej(nic, m,
+						   UROCE_CM_REJ_STALE_CONN);
+			return;
+		}
+		if (id->remote_qpn == qpn && id->state != CM_TIMEWAIT) {
+			/* the peer's QP is still ours in another connection:
+			 * refuse the new one, tear the old one down */
+			uroce_cm_reply_rej(nic, m, UROCE_CM_REJ_STALE_CONN);
+			if (id->state == CM_ESTABLISHED &&
+			    id_send_dreq(id, NULL, 0))
+				STAT_INC(nic, tx_errors);
+			return;
+		}
+	}
+	listener = find_listener(cm, sid);
+	if (!listener) {
+		uroce_cm_reply_rej(nic, m, UROCE_CM_REJ_INVALID_SERVICE_ID);
+		return;
+	}
+	if (mad_bits(req, REQ_BYTE43, 0x06) > UROCE_CM_TRANSPORT_UC ||
+	    !reply_path(nic, m, &path)) {
+		uroce_cm_reply_rej(nic, m, UROCE_CM_REJ_CONSUMER_DEFINED);
+		return;
+	}
+	/* a full backlog drops the REQ: the peer retransmits it */
+	if (listener->waiting >= (unsigned)listener->backlog ||
+	    listener->destroyed) {
+		STAT_INC(nic, mad_backlog_drops);
+		return;
+	}
+	id = id_alloc(cm, listener->handler, listener->context);
+	if (!id) {
+		STAT_INC(nic, mad_backlog_drops);
+		return;
+	}
+	id->state = CM_REQ_RCVD;
+	id->remote_id = remote_id;
+	id->remote_guid = guid;
+	id->remote_qpn = qpn;
+	id->service_id = sid;
+	id->tid = mad_be64(m->mad, MADH_TID);
+	id->cm_response_timeout = mad_bits(req, REQ_BYTE47, 0xF8);
+	id->max_retries = mad_bits(req, REQ_BYTE51, 0xF0);
+	id->timewait_ms = uroce_cm_time_ms(mad_bits(req, REQ_BYTE95, 0xF8));
+	uroce_cm_reply_addrs(nic, m, &id->self, &id->peer);
+	id->listener = listener;
+	listener->waiting++;
+
+	path.flow_label = mad_be32(req, REQ_FLOW_LABEL) >> 12;
+	path.traffic_class = req[REQ_TRAFFIC_CLASS];
+	path.sl = mad_bits(req, REQ_BYTE94, 0xF0);
+	path.mtu = mad_bits(req, REQ_BYTE50, 0xF0);
+	ev = queue_event(pl, listener, UROCE_CM_REQ_RECEIVED,
+			 req + REQ_PRIVATE_DATA, REQ_PRIVATE_DATA_LEN);
+	if (!ev) {
+		enter_idle(id);
+		id->destroyed = true;
+		id_maybe_free(id);
+		return;
+	}
+	/* the new id is the consumer's once the handler has seen it */
+	ev->new_id = id;
+	id->calls++;
+	ev->req.path = path;
+	ev->req.service_id = sid;
+	ev->req.qp_num = qpn;
+	ev->req.starting_psn = mad_be24(req, REQ_STARTING_PSN);
+	ev->req.transport = mad_bits(req, REQ_BYTE43, 0x06);
+	ev->req.flow_control = mad_bits(req, REQ_BYTE43, 0x01);
+	ev->req.responder_resources = req[REQ_RESP_RESOURCES];
+	ev->req.initiator_depth = req[REQ_INIT_DEPTH];
+	ev->req.retry_count = mad_bits(req, REQ_BYTE47, 0x07);
+	ev->req.rnr_retry_count = mad_bits(req, REQ_BYTE50, 0x07);
+	ev->req.srq = mad_bits(req, REQ_BYTE51, 0x08);
+	ev->req.local_ack_timeout = mad_bits(req, REQ_BYTE95, 0xF8);
+}
+
+static void rx_rep(struct uroce_cm *cm, struct uroce_cm_id *id,
+		   const uint8_t *rep, struct pending_list *pl)
+{
+	uint32_t remote_id = mad_be32(rep, REP_LOCAL_COMM_ID);
+	struct uroce_cm_event *ev;
+
+	if (id->state != CM_REQ_SENT) {
+		/* a duplicate: the RTU again once established, an MRA while
+		 * the consumer still works on the first */
+		if (id->remote_id != remote_id)
+			return;
+		STAT_INC(cm->nic, mad_duplicates);
+		if (id->state == CM_ESTABLISHED &&
+		    mad_be16(id->mad, MADH_ATTR_ID) == CM_ATTR_RTU) {
+			if (id_send(id))
+				STAT_INC(cm->nic, tx_errors);
+		} else if (id->state == CM_REP_RCVD) {
+			id_send_mra(id, CM_MSG_REP);
+		}
+		return;
+	}
+	id->remote_id = remote_id;
+	id->remote_guid = mad_be64(rep, REP_LOCAL_CA_GUID);
+	id->remote_qpn = mad_be24(rep, REP_LOCAL_QPN);
+	id->state = CM_REP_RCVD;
+	id->deadline = 0;
+	ev = queue_event(pl, id, UROCE_CM_REP_RECEIVED, rep + REP_PRIVATE_DATA,
+			 REP_PRIVATE_DATA_LEN);
+	if (!ev)
+		return;
+	ev->rep.qp_num = id->remote_qpn;
+	ev->rep.starting_psn = mad_be24(rep, REP_STARTING_PSN);
+	ev->rep.responder_resources = rep[REP_RESP_RESOURCES];
+	ev->rep.initiator_depth = rep[REP_INIT_DEPTH];
+	ev->rep.target_ack_delay = mad_bits(rep, REP_BYTE26, 0xF8);
+	ev->rep.flow_control = mad_bits(rep, REP_BYTE26, 0x01);
+	ev->rep.rnr_retry_count = mad_bits(rep, REP_BYTE27, 0xE0);
+	ev->rep.srq = mad_bits(rep, REP_BYTE27, 0x10);
+}
+
+static void rx_rej(struct uroce_cm *cm, const uint8_t *rej,
+		   struct pending_list *pl)
+{
+	uint32_t local_id = mad_be32(rej, MSG_REMOTE_COMM_ID);
+	uint32_t remote_id = mad_be32(rej, MSG_LOCAL_COMM_ID);
+	uint16_t reason = mad_be16(rej, REJ_REASON);
+	struct uroce_cm_id *id = NULL;
+	struct uroce_cm_event *ev;
+
+	if (local_id) {
+		id = find_local(cm, local_id);
+		/* a REJ of anything but our REQ names both IDs */
+		if (id && mad_bits(rej, REJ_BYTE8, 0xC0) != CM_MSG_REQ &&
+		    id->remote_id != remote_id)
+			id = NULL;
+	} else if (reason == UROCE_CM_REJ_TIMEOUT &&
+		   mad_bits(rej, REJ_BYTE9, 0xFE) >= 8) {
+		/* the sender of a REQ gave up: it names itself by CA GUID */
+		uint64_t guid = mad_be64(rej, REJ_ARI);
+
+		for (id = cm->ids; id; id = id->next)
+			if (id->remote_guid == guid &&
+			    id->remote_id == remote_id &&
+			    id->state != CM_IDLE && id->state != CM_LISTEN)
+				break;
+	}
+	if (!id) {
+		STAT_INC(cm->nic, mad_unknown_id);
+		return;
+	}
+	switch (id->state) {
+	case CM_REQ_SENT:
+	case CM_REQ_RCVD:
+	case CM_REP_SENT:
+	case CM_REP_RCVD:
+		enter_idle(id);
+		ev = queue_event(pl, id, UROCE_CM_REJ_RECEIVED,
+				 rej + REJ_PRIVATE_DATA, REJ_PRIVATE_DATA_LEN);
+		if (ev)
+			ev->status = reason;
+		break;
+	default:
+		STAT_INC(cm->nic, mad_bad_state);
+	}
+}
+
+static void rx_mra(struct uroce_cm_id *id, const uint8_t *mra)
+{
+	unsigned msg = mad_bits(mra, MRA_BYTE8, 0xC0);
+	unsigned t = mad_bits(mra, MRA_BYTE9, 0xF8);
+
+	if ((id->state == CM_REQ_SENT && msg == CM_MSG_REQ) ||
+	    (id->state == CM_REP_SENT && msg == CM_MSG_REP)) {
+		/* the peer needs longer than our timer: wait what it says
+		 * before the next retransmission */
+		set_timer(id, uroce_now_ns() + ms_ns(uroce_cm_time_ms(t)) +
+				      id->timeout_ns);
+		return;
+	}
+	STAT_INC(id->cm->nic, mad_bad_state);
+}
+
+static void rx_dreq(struct uroce_cm *cm, const struct cm_mad_rx *m,
+		    struct pending_list *pl)
+{
+	const uint8_t *dreq = m->mad + MAD_HDR_LEN;
+	struct uroce_cm_id *id =
+		find_local(cm, mad_be32(dreq, MSG_REMOTE_COMM_ID));
+
+	if (!id || id->remote_id != mad_be32(dreq, MSG_LOCAL_COMM_ID) ||
+	    id->state == CM_IDLE || id->state == CM_LISTEN) {
+		uroce_cm_reply_drep(cm->nic, m);
+		return;
+	}
+	/* a DREQ for another QP is not for this connection (Linux drops
+	 * it too, without an answer) */
+	if (mad_be24(dreq, DREQ_REMOTE_QPN) != id->local_qpn) {
+		STAT_INC(cm->nic, mad_bad_state);
+		return;
+	}
+	switch (id->state) {
+	case CM_ESTABLISHED:
+	case CM_REP_SENT:
+	case CM_DREQ_SENT:
+		id->state = CM_DREQ_RCVD;
+		id->deadline = 0;
+		id->tid = mad_be64(m->mad, MADH_TID);
+		if (!queue_event(pl, id, UROCE_CM_DREQ_RECEIVED, NULL, 0) &&
+		    id->destroyed && id_send_drep(id, NULL, 0))
+			STAT_INC(cm->nic, tx_errors);
+		break;
+	case CM_TIMEWAIT:
+		STAT_INC(cm->nic, mad_duplicates);
+		if (mad_be16(id->mad, MADH_ATTR_ID) == CM_ATTR_DREP &&
+		    id_send(id))
+			STAT_INC(cm->nic, tx_errors);
+		break;
+	default:
+		STAT_INC(cm->nic, mad_duplicates);
+	}
+}
+
+static void rx_sidr_req(struct uroce_cm *cm, const struct cm_mad_rx *m,
+			struct pending_list *pl)
+{
+	struct uroce_nic *nic = cm->nic;
+	const uint8_t *req = m->mad + MAD_HDR_LEN;
+	uint32_t request_id = mad_be32(req, SIDR_REQ_REQUEST_ID);
+	uint64_t sid = mad_be64(req, SIDR_REQ_SERVICE_ID);
+	struct uroce_cm_id *listener, *id;
+	struct uroce_cm_event *ev;
+	struct uroce_cm_path path;
+
+	for (id = cm->ids; id; id = id->next) {
+		/* a retransmission while the consumer decides */
+		if (id->state == CM_SIDR_REQ_RCVD &&
+		    id->remote_id == request_id &&
+		    uroce_sockaddr_same_ip(&id->peer, &m->rx->src)) {
+			STAT_INC(nic, mad_duplicates);
+			return;
+		}
+	}
+	listener = find_listener(cm, sid);
+	if (!listener || !reply_path(nic, m, &path)) {
+		uroce_cm_reply_sidr(nic, m, 1);
+		return;
+	}
+	if (listener->waiting >= (unsigned)listener->backlog ||
+	    listener->destroyed) {
+		STAT_INC(nic, mad_backlog_drops);
+		return;
+	}
+	id = id_alloc(cm, listener->handler, listener->context);
+	if (!id)
+		return;
+	id->state = CM_SIDR_REQ_RCVD;
+	id->remote_id = request_id;
+	id->service_id = sid;
+	id->tid = mad_be64(m->mad, MADH_TID);
+	uroce_cm_reply_addrs(nic, m, &id->self, &id->peer);
+	id->listener = listener;
+	listener->waiting++;
+	ev = queue_event(pl, listener, UROCE_CM_SIDR_REQ_RECEIVED,
+			 req + SIDR_REQ_PRIVATE_DATA,
+			 SIDR_REQ_PRIVATE_DATA_LEN);
+	if (!ev) {
+		enter_idle(id);
+		id->destroyed = true;
+		id_maybe_free(id);
+		return;
+	}
+	ev->new_id = id;
+	id->calls++;
+	ev->sidr_req.path = path;
+	ev->sidr_req.service_id = sid;
+}
+
+static void rx_sidr_rep(struct uroce_cm_id *id, const uint8_t *rep,
+			struct pending_list *pl)
+{
+	struct uroce_cm_event *ev;
+
+	if (id->state != CM_SIDR_REQ_SENT) {
+		STAT_INC(id->cm->nic, mad_duplicates);
+		return;
+	}
+	enter_idle(id);
+	ev = queue_event(pl, id, UROCE_CM_SIDR_REP_RECEIVED,
+			 rep + SIDR_REP_PRIVATE_DATA,
+			 SIDR_REP_PRIVATE_DATA_LEN);
+	if (!ev)
+		return;
+	ev->status = rep[SIDR_REP_STATUS];
+	ev->sidr_rep.qp_num = mad_be24(rep, SIDR_REP_QPN);
+	ev->sidr_rep.qkey = mad_be32(rep, SIDR_REP_QKEY);
+}
+
+void uroce_cm_rx(struct uroce_nic *nic, const struct cm_mad_rx *m)
+{
+	struct uroce_cm *cm = nic->cm;
+	const uint8_t *pl = m->mad + MAD_HDR_LEN;
+	uint16_t attr = mad_be16(m->mad, MADH_ATTR_ID);
+	struct pending_list events = { 0 };
+	struct uroce_cm_id *id;
+
+	pthread_mutex_lock(&cm->lock);
+	switch (attr) {
+	case CM_ATTR_REQ:
+		rx_req(cm, m, &events);
+		break;
+	case CM_ATTR_SIDR_REQ:
+		rx_sidr_req(cm, m, &events);
+		break;
+	case CM_ATTR_REJ:
+		rx_rej(cm, pl, &events);
+		break;
+	case CM_ATTR_DREQ:
+		rx_dreq(cm, m, &events);
+		break;
+	default:
+		id = find_local(cm, attr == CM_ATTR_SIDR_REP ?
+					    mad_be32(pl, SIDR_REP_REQUEST_ID) :
+					    mad_be32(pl, MSG_REMOTE_COMM_ID));
+		if (!id) {
+			STAT_INC(nic, mad_unknown_id);
+			break;
+		}
+		if (attr == CM_ATTR_REP) {
+			rx_rep(cm, id, pl, &events);
+		} else if (attr == CM_ATTR_SIDR_REP) {
+			rx_sidr_rep(id, pl, &events);
+		} else if (id->remote_id != mad_be32(pl, MSG_LOCAL_COMM_ID)) {
+			STAT_INC(nic, mad_unknown_id);
+		} else if (attr == CM_ATTR_MRA) {
+			rx_mra(id, pl);
+		} else if (attr == CM_ATTR_RTU) {
+			if (id->state == CM_REP_SENT) {
+				id->state = CM_ESTABLISHED;
+				id->deadline = 0;
+				id_unwait(id);
+				queue_event(&events, id, UROCE_CM_RTU_RECEIVED,
+					    NULL, 0);
+			} else {
+				STAT_INC(nic, mad_duplicates);
+			}
+		} else if (attr == CM_ATTR_DREP) {
+			if (id->state == CM_DREQ_SENT) {
+				enter_timewait(id);
+				queue_event(&events, id, UROCE_CM_DREP_RECEIVED,
+					    NULL, 0);
+			} else {
+				STAT_INC(nic, mad_duplicates);
+			}
+		}
+	}
+	deliver_unlock(cm, &events);
+}
+
+bool uroce_cm_sid_local(struct uroce_nic *nic, uint64_t sid)
+{
+	struct uroce_cm *cm = nic->cm;
+	bool local;
+
+	pthread_mutex_lock(&cm->lock);
+	local = sid_taken(cm, sid);
+	pthread_mutex_unlock(&cm->lock);
+	return local;
+}
+
+/* ---- timers -------------------------------------------------------------- */
+
+/* One id's timer went off (lock held). */
+static void id_timeout(struct uroce_cm_id *id, uint64_t now,
+		       struct pending_list *pl)
+{
+	static const enum uroce_cm_event_type error_of[] = {
+		[CM_REQ_SENT] = UROCE_CM_REQ_ERROR,
+		[CM_REP_SENT] = UROCE_CM_REP_ERROR,
+		[CM_DREQ_SENT] = UROCE_CM_DREQ_ERROR,
+		[CM_SIDR_REQ_SENT] = UROCE_CM_SIDR_REQ_ERROR,
+	};
+	struct uroce_cm_event *ev;
+	enum cm_state state = id->state;
+
+	id->deadline = 0;
+	switch (state) {
+	case CM_REQ_SENT:
+	case CM_REP_SENT:
+	case CM_DREQ_SENT:
+	case CM_SIDR_REQ_SENT:
+		if (id->retries_left) {
+			id->retries_left--;
+			STAT_INC(id->cm->nic, mad_retransmits);
+			if (id_send(id))
+				STAT_INC(id->cm->nic, tx_errors);
+			set_timer(id, now + id->timeout_ns);
+			return;
+		}
+		/* a DREQ nobody answered still ends in TimeWait */
+		if (state == CM_DREQ_SENT)
+			enter_timewait(id);
+		else
+			enter_idle(id);
+		ev = queue_event(pl, id, error_of[state], NULL, 0);
+		if (ev)
+			ev->status = -ETIMEDOUT;
+		break;
+	case CM_TIMEWAIT:
+		enter_idle(id);
+		queue_event(pl, id, UROCE_CM_TIMEWAIT_EXIT, NULL, 0);
+		break;
+	default:
+		break;
+	}
+}
+
+uint64_t uroce_cm_timers(struct uroce_nic *nic, uint64_t now)
+{
+	struct uroce_cm *cm = nic->cm;
+	uint64_t next;
+
+	if (!cm || now < atomic_load(&cm->next_deadline))
+		return cm ? atomic_load(&cm->next_deadline) : UINT64_MAX;
+	for (;;) {
+		struct pending_list events = { 0 };
+		struct uroce_cm_id *due = NULL;
+
+		pthread_mutex_lock(&cm->lock);
+		next = UINT64_MAX;
+		for (struct uroce_cm_id *i = cm->ids; i; i = i->next) {
+			if (!i->deadline)
+				continue;
+			if (i->deadline <= now && !due)
+				due = i;
+			else if (i->deadline < next)
+				next = i->deadline;
+		}
+		if (!due) {
+			atomic_store(&cm->next_deadline, next);
+			pthread_mutex_unlock(&cm->lock);
+			return next;
+		}
+		/* one at a time: its handlers run unlocked */
+		id_timeout(due, now, &events);
+		if (due->destroyed && !due->calls)
+			id_maybe_free(due);
+		deliver_unlock(cm, &events);
+	}
+}
+
+/* ---- the NIC's CM -------------------------------------------------------- */
+
+int uroce_cm_init(struct uroce_nic *nic)
+{
+	struct uroce_cm *cm = calloc(1, sizeof(*cm));
+
+	if (!cm)
+		return -ENOMEM;
+	pthread_mutex_init(&cm->lock, NULL);
+	pthread_cond_init(&cm->calls_done, NULL);
+	cm->nic = nic;
+	cm->guid = be64toh(uroce_node_guid());
+	if (getrandom(&cm->next_id, sizeof(cm->next_id), 0) !=
+	    sizeof(cm->next_id))
+		cm->next_id = (uint32_t)uroce_now_ns();
+	atomic_init(&cm->next_deadline, UINT64_MAX);
+	nic->cm = cm;
+	return 0;
+}
+
+void uroce_cm_fini(struct uroce_nic *nic)
+{
+	struct uroce_cm *cm = nic->cm;
+
+	if (!cm)
+		return;
+	while (cm->ids) {
+		struct uroce_cm_id *id = cm->ids;
+
+		cm->ids = id->next;
+		if (id->bound)
+			nic->net->sid_release(nic, id->bound_sid);
+		free(id);
+	}
+	pthread_cond_destroy(&cm->calls_done);
+	pthread_mutex_destroy(&cm->lock);
+	free(cm);
+	nic->cm = NULL;
+}

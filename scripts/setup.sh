@@ -15,7 +15,7 @@ echo "wireshark-common wireshark-common/install-setuid boolean false" |
 	debconf-set-selections
 apt-get update
 apt-get install -y build-essential cmake pkg-config libibverbs-dev libisal-dev \
-	libcmocka-dev ibverbs-utils perftest rdmacm-utils \
+	libcmocka-dev ibverbs-utils perftest rdmacm-utils librdmacm-dev qperf fio \
 	tshark tcpdump python3 python3-scapy iproute2
 
 # Build as the user who ran sudo, so that ./build stays theirs and

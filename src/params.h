@@ -30,7 +30,11 @@ enum uroce_params {
 	UROCE_MAX_SRQ = 1 << 14,
 	UROCE_MAX_SRQ_WR = 16384,
 	UROCE_MAX_SRQ_SGE = 32,
-	UROCE_MAX_RD_ATOMIC = 16,
+	UROCE_MAX_RD_ATOMIC = 16,	/* READs/atomics a responder holds */
+	/* READs/atomics a requester keeps in flight: only a counter, so as
+	 * many as a peer serves (Soft-RoCE offers 128, and perftest asks
+	 * for what the peer offers) */
+	UROCE_MAX_INIT_RD_ATOMIC = 128,
 	UROCE_MAX_COMP_CHANNELS = 1 << 16,
 	UROCE_GID_TBL_LEN = 16,
 	UROCE_PKEY_TBL_LEN = 1,

@@ -271,7 +271,7 @@ void uroce_fill_device_attr(const struct uroce_nic *nic,
 	attr->max_mr = UROCE_MAX_MR;
 	attr->max_pd = UROCE_MAX_PD;
 	attr->max_qp_rd_atom = UROCE_MAX_RD_ATOMIC;
-	attr->max_qp_init_rd_atom = UROCE_MAX_RD_ATOMIC;
+	attr->max_qp_init_rd_atom = UROCE_MAX_INIT_RD_ATOMIC;
 	attr->max_res_rd_atom = UROCE_MAX_RD_ATOMIC;
 	/* The responder executes remote atomics as CPU atomic instructions,
 	 * so they are at least atomic among this device's atomics. */

@@ -319,7 +319,7 @@ static int qp_check_attr(struct uroce_qp *qp, const struct ibv_qp_attr *a,
 	if ((mask & IBV_QP_MIN_RNR_TIMER) && a->min_rnr_timer > 31)
 		return EINVAL;
 	if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) &&
-	    a->max_rd_atomic > UROCE_MAX_RD_ATOMIC)
+	    a->max_rd_atomic > UROCE_MAX_INIT_RD_ATOMIC)
 		return EINVAL;
 	if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) &&
 	    a->max_dest_rd_atomic > UROCE_MAX_RD_ATOMIC)

@@ -1245,6 +1245,22 @@ bool uroce_cm_sid_local(struct uroce_nic *nic, uint64_t sid)
 	return local;
 }
 
+unsigned uroce_cm_num_ids(struct uroce_nic *nic)
+{
+	unsigned n = 0;
+
+	pthread_mutex_lock(&nic->cm->lock);
+	for (struct uroce_cm_id *i = nic->cm->ids; i; i = i->next)
+		n++;
+	pthread_mutex_unlock(&nic->cm->lock);
+	return n;
+}
+
+uint32_t uroce_cm_local_id(struct uroce_cm_id *id)
+{
+	return id->local_id;
+}
+
 /* ---- timers -------------------------------------------------------------- */
 
 /* One id's timer went off (lock held). */

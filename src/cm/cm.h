@@ -44,6 +44,10 @@ void uroce_cm_rx(struct uroce_nic *nic, const struct cm_mad_rx *m);
 /* Retransmissions and TimeWait; returns the next deadline (ns). */
 uint64_t uroce_cm_timers(struct uroce_nic *nic, uint64_t now);
 
+/* For tests: how many ids the CM holds, and an id's local comm ID. */
+unsigned uroce_cm_num_ids(struct uroce_nic *nic);
+uint32_t uroce_cm_local_id(struct uroce_cm_id *id);
+
 /* ---- replies built from a received MAD alone (cm_reply.c) ---- */
 void uroce_cm_reply_rej(struct uroce_nic *nic, const struct cm_mad_rx *m,
 			uint16_t reason);

@@ -1344,6 +1344,54 @@ uint64_t uroce_cm_timers(struct uroce_nic *nic, uint64_t now)
 
 /* ---- the NIC's CM -------------------------------------------------------- */
 
+/* The process's CM, for the exit handler: one NIC per process. */
+static _Atomic(struct uroce_cm *) exit_cm;
+
+/*
+ * A process that exits with connections up tells its peers, as the kernel
+ * does when it closes a dying process's rdma_cm ids: DREQ for a connection,
+ * REJ for one being set up, DREP for a DREQ it never answered.  Once only,
+ * and best effort: nothing waits for an answer.
+ */
+static void cm_at_exit(void)
+{
+	struct uroce_cm *cm = atomic_exchange(&exit_cm, NULL);
+	uint64_t guid_be;
+
+	if (!cm || pthread_mutex_trylock(&cm->lock))
+		return;
+	guid_be = htobe64(cm->guid);
+	for (struct uroce_cm_id *id = cm->ids; id; id = id->next) {
+		switch (id->state) {
+		case CM_ESTABLISHED:
+			id_send_dreq(id, NULL, 0);
+			break;
+		case CM_DREQ_RCVD:
+			id_send_drep(id, NULL, 0);
+			break;
+		case CM_REQ_SENT:
+			id->remote_id = 0;
+			id_send_rej(id, CM_MSG_OTHER, UROCE_CM_REJ_TIMEOUT,
+				    &guid_be, sizeof(guid_be), NULL, 0);
+			break;
+		case CM_REQ_RCVD:
+		case CM_REP_SENT:
+			id_send_rej(id, CM_MSG_REQ,
+				    UROCE_CM_REJ_CONSUMER_DEFINED, NULL, 0,
+				    NULL, 0);
+			break;
+		default:
+			break;
+		}
+	}
+	pthread_mutex_unlock(&cm->lock);
+}
+
+static void register_exit(void)
+{
+	atexit(cm_at_exit);
+}
+
 int uroce_cm_init(struct uroce_nic *nic)
 {
 	struct uroce_cm *cm = calloc(1, sizeof(*cm));
@@ -1359,6 +1407,9 @@ int uroce_cm_init(struct uroce_nic *nic)
 		cm->next_id = (uint32_t)uroce_now_ns();
 	atomic_init(&cm->next_deadline, UINT64_MAX);
 	nic->cm = cm;
+	static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+	pthread_once(&exit_once, register_exit);
+	atomic_store(&exit_cm, cm);
 	return 0;
 }
 
@@ -1368,6 +1419,8 @@ void uroce_cm_fini(struct uroce_nic *nic)
 
 	if (!cm)
 		return;
+	atomic_compare_exchange_strong(&exit_cm, &cm, NULL);
+	cm = nic->cm;
 	while (cm->ids) {
 		struct uroce_cm_id *id = cm->ids;
 

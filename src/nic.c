@@ -82,8 +82,36 @@ fail:
 	return NULL;
 }
 
+/*
+ * A process may exit without closing its device.  Its peers are told, as the
+ * kernel tells them for a dying process's rdma_cm ids, and the datagrams for
+ * other processes that the kernel handed to our shared sockets (a CM message
+ * we just sent to a neighbour, typically) are forwarded, not lost with us.
+ */
+static void nic_at_exit(void)
+{
+	struct uroce_nic *nic;
+
+	if (pthread_mutex_trylock(&nic_global_lock))
+		return;
+	nic = the_nic;
+	pthread_mutex_unlock(&nic_global_lock);
+	if (!nic)
+		return;
+	uroce_cm_exit(nic);
+	uroce_engine_drain(nic);
+}
+
+static void register_exit(void)
+{
+	atexit(nic_at_exit);
+}
+
 struct uroce_nic *uroce_nic_get(void)
 {
+	static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&exit_once, register_exit);
 	struct uroce_nic *nic;
 
 	pthread_mutex_lock(&nic_global_lock);

@@ -1344,18 +1344,15 @@ uint64_t uroce_cm_timers(struct uroce_nic *nic, uint64_t now)
 
 /* ---- the NIC's CM -------------------------------------------------------- */
 
-/* The process's CM, for the exit handler: one NIC per process. */
-static _Atomic(struct uroce_cm *) exit_cm;
-
 /*
  * A process that exits with connections up tells its peers, as the kernel
  * does when it closes a dying process's rdma_cm ids: DREQ for a connection,
  * REJ for one being set up, DREP for a DREQ it never answered.  Once only,
  * and best effort: nothing waits for an answer.
  */
-static void cm_at_exit(void)
+void uroce_cm_exit(struct uroce_nic *nic)
 {
-	struct uroce_cm *cm = atomic_exchange(&exit_cm, NULL);
+	struct uroce_cm *cm = nic->cm;
 	uint64_t guid_be;
 
 	if (!cm || pthread_mutex_trylock(&cm->lock))
@@ -1387,11 +1384,6 @@ static void cm_at_exit(void)
 	pthread_mutex_unlock(&cm->lock);
 }
 
-static void register_exit(void)
-{
-	atexit(cm_at_exit);
-}
-
 int uroce_cm_init(struct uroce_nic *nic)
 {
 	struct uroce_cm *cm = calloc(1, sizeof(*cm));
@@ -1407,9 +1399,6 @@ int uroce_cm_init(struct uroce_nic *nic)
 		cm->next_id = (uint32_t)uroce_now_ns();
 	atomic_init(&cm->next_deadline, UINT64_MAX);
 	nic->cm = cm;
-	static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
-	pthread_once(&exit_once, register_exit);
-	atomic_store(&exit_cm, cm);
 	return 0;
 }
 
@@ -1419,8 +1408,6 @@ void uroce_cm_fini(struct uroce_nic *nic)
 
 	if (!cm)
 		return;
-	atomic_compare_exchange_strong(&exit_cm, &cm, NULL);
-	cm = nic->cm;
 	while (cm->ids) {
 		struct uroce_cm_id *id = cm->ids;
 

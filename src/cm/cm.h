@@ -41,6 +41,8 @@ bool uroce_cm_sid_local(struct uroce_nic *nic, uint64_t sid);
 /* A CM MAD for a connection or service of this process, or one that no
  * process owns (answered statelessly where the protocol says so). */
 void uroce_cm_rx(struct uroce_nic *nic, const struct cm_mad_rx *m);
+/* The process exits: tell the peers of its connections (DREQ, REJ). */
+void uroce_cm_exit(struct uroce_nic *nic);
 /* Retransmissions and TimeWait; returns the next deadline (ns). */
 uint64_t uroce_cm_timers(struct uroce_nic *nic, uint64_t now);
 

@@ -83,14 +83,17 @@ struct tx_chunk {
 };
 
 /* What a socket in the epoll set is (the high half of its epoll data). */
-enum rx_kind { RX_UDP, RX_LISTEN, RX_FWD, RX_SID };
+enum rx_kind { RX_UDP, RX_LISTEN, RX_FWD };
 
-/* A CM service ID this process holds: a datagram socket bound to the
- * service's abstract name, on which other processes forward its REQs. */
+/* A CM service ID this process holds: a listening socket bound to the
+ * service's abstract name, through which other processes forward its REQs
+ * (and, for the same service, the connection that forwards to it). */
 struct sid_claim {
 	uint64_t sid;
 	int fd;
 };
+
+enum { SID_FWD_CACHE = 64 };	/* services we forward to, connected */
 
 struct udp_priv {
 	int fd4, fd6;			/* -1 when absent */
@@ -102,7 +105,10 @@ struct udp_priv {
 	pthread_mutex_t sid_lock;
 	struct sid_claim *sids;
 	unsigned nsids, sids_cap;
-	int sid_tx;			/* unbound: forwards to service names */
+	/* connections to the holders of services we forwarded REQs to;
+	 * used only by the receiver (rx_lock) */
+	struct sid_claim sid_fwd[SID_FWD_CACHE];
+	unsigned sid_fwd_next;
 	uid_t uid;
 	uint16_t port;
 	struct uroce_pcap *pcap;	/* UROCE_PCAP, or NULL */
@@ -307,8 +313,9 @@ static void udp_close(struct uroce_nic *nic)
 	for (unsigned i = 0; i < p->nsids; i++)
 		close(p->sids[i].fd);
 	free(p->sids);
-	if (p->sid_tx >= 0)
-		close(p->sid_tx);
+	for (unsigned i = 0; i < SID_FWD_CACHE; i++)
+		if (p->sid_fwd[i].fd >= 0)
+			close(p->sid_fwd[i].fd);
 	pthread_mutex_destroy(&p->sid_lock);
 	for (unsigned i = 0; i < UROCE_MAX_SLOTS; i++)
 		if (p->fwd_to[i] >= 0)
@@ -346,7 +353,9 @@ static int udp_open(struct uroce_nic *nic)
 
 	if (!p)
 		return -ENOMEM;
-	p->fd4 = p->fd6 = p->fdu = p->epfd = p->sid_tx = -1;
+	p->fd4 = p->fd6 = p->fdu = p->epfd = -1;
+	for (unsigned i = 0; i < SID_FWD_CACHE; i++)
+		p->sid_fwd[i].fd = -1;
 	pthread_mutex_init(&p->sid_lock, NULL);
 	for (unsigned i = 0; i < UROCE_MAX_SLOTS; i++)
 		p->fwd_to[i] = -1;
@@ -875,12 +884,10 @@ static int udp_sid_claim(struct uroce_nic *nic, uint64_t sid)
 	socklen_t len = sid_name(&un, p->port, sid);
 	int fd, err = 0;
 
-	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
-	/* the sender's credentials come with every datagram */
-	err = setopt(fd, SOL_SOCKET, SO_PASSCRED, 1);
-	if (!err && bind(fd, (struct sockaddr *)&un, len))
+	if (bind(fd, (struct sockaddr *)&un, len) || listen(fd, FWD_BACKLOG))
 		err = -errno;
 	pthread_mutex_lock(&p->sid_lock);
 	if (!err && p->nsids == p->sids_cap) {
@@ -895,7 +902,7 @@ static int udp_sid_claim(struct uroce_nic *nic, uint64_t sid)
 		}
 	}
 	if (!err)
-		err = rx_watch(p, fd, RX_SID);
+		err = rx_watch(p, fd, RX_LISTEN);
 	if (!err)
 		p->sids[p->nsids++] = (struct sid_claim){ sid, fd };
 	pthread_mutex_unlock(&p->sid_lock);
@@ -926,6 +933,44 @@ static void udp_sid_release(struct uroce_nic *nic, uint64_t sid)
 	close(fd);
 }
 
+/* The cached connection to a service's holder, made on first use. */
+static int sid_conn(struct udp_priv *p, uint64_t sid)
+{
+	struct sockaddr_un un;
+	socklen_t len = sid_name(&un, p->port, sid);
+	struct sid_claim *c;
+	int fd;
+
+	for (unsigned i = 0; i < SID_FWD_CACHE; i++)
+		if (p->sid_fwd[i].fd >= 0 && p->sid_fwd[i].sid == sid)
+			return p->sid_fwd[i].fd;
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	if (set_buf(fd, SO_SNDBUF) || connect(fd, (struct sockaddr *)&un, len)) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	c = &p->sid_fwd[p->sid_fwd_next++ % SID_FWD_CACHE];
+	if (c->fd >= 0)
+		close(c->fd);
+	*c = (struct sid_claim){ sid, fd };
+	return fd;
+}
+
+static void sid_conn_drop(struct udp_priv *p, int fd)
+{
+	for (unsigned i = 0; i < SID_FWD_CACHE; i++)
+		if (p->sid_fwd[i].fd == fd)
+			p->sid_fwd[i].fd = -1;
+	close(fd);
+}
+
+/* Only the receiver (under rx_lock) forwards, so the cache needs no lock.
+ * A connection outlives its holder's claim: a failed send reconnects
+ * once, to whoever holds the service now, if anyone. */
 static int udp_sid_forward(struct uroce_nic *nic, uint64_t sid,
 			   const struct uroce_rxpkt *rx)
 {
@@ -935,37 +980,35 @@ static int udp_sid_forward(struct uroce_nic *nic, uint64_t sid,
 		{ .iov_base = &h, .iov_len = sizeof(h) },
 		{ .iov_base = rx->data, .iov_len = rx->len },
 	};
-	struct sockaddr_un un;
-	struct msghdr mh = {
-		.msg_name = &un,
-		.msg_namelen = sid_name(&un, p->port, sid),
-		.msg_iov = iov,
-		.msg_iovlen = ARRAY_SIZE(iov),
-	};
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = ARRAY_SIZE(iov) };
 
-	/* only the receiver (under rx_lock) forwards: no lock needed */
-	if (p->sid_tx < 0)
-		p->sid_tx = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (p->sid_tx < 0)
-		return -errno;
 	memcpy(&h.src, &rx->src, sizeof(h.src));
 	memcpy(&h.dst, &rx->dst, sizeof(h.dst));
-	/* a full queue loses the REQ as a full backlog would: the peer
-	 * retransmits it */
-	if (sendmsg(p->sid_tx, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-		return errno == EAGAIN ? 0 : -errno;
-	return 0;
+	for (unsigned tries = 0; tries < 2; tries++) {
+		int fd = sid_conn(p, sid);
+
+		if (fd < 0)
+			return fd;
+		if (sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0)
+			return 0;
+		/* a full queue loses the REQ as a full backlog would: the
+		 * peer retransmits it */
+		if (errno == EAGAIN)
+			return 0;
+		sid_conn_drop(p, fd);
+	}
+	return -ECONNREFUSED;
 }
 
 /* A process of our user connects to forward datagrams to us. */
-static void fwd_accept(struct uroce_nic *nic)
+static void fwd_accept(struct uroce_nic *nic, int listen_fd)
 {
 	struct udp_priv *p = nic->net_priv;
 	struct ucred uc;
 	socklen_t len = sizeof(uc);
 	int fd;
 
-	while ((fd = accept4(p->fdu, NULL, NULL,
+	while ((fd = accept4(listen_fd, NULL, NULL,
 			     SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) ||
 		    uc.uid != p->uid) {
@@ -1064,25 +1107,16 @@ static bool fwd_addr_get(const union fwd_addr *in, int family,
 
 /* A datagram forwarded by another process of our user (checked when it
  * connected): true when it is well formed. */
-static bool rx_unix(struct uroce_nic *nic, unsigned i, struct uroce_rxpkt *rx,
-		    bool need_creds)
+static bool rx_unix(struct uroce_nic *nic, unsigned i, struct uroce_rxpkt *rx)
 {
 	struct udp_priv *p = nic->net_priv;
 	struct msghdr *mh = &p->msg[i].msg_hdr;
 	uint32_t len = p->msg[i].msg_len;
-	bool ours = !need_creds;
 	struct fwd_hdr h;
 	int family;
 
 	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm;
 	     cm = CMSG_NXTHDR(mh, cm)) {
-		if (cm->cmsg_level == SOL_SOCKET &&
-		    cm->cmsg_type == SCM_CREDENTIALS) {
-			struct ucred uc;
-
-			memcpy(&uc, CMSG_DATA(cm), sizeof(uc));
-			ours = uc.uid == p->uid;
-		}
 		if (cm->cmsg_level == SOL_SOCKET &&
 		    cm->cmsg_type == SCM_RIGHTS) {
 			/* nobody has reason to pass us descriptors; do not
@@ -1097,12 +1131,6 @@ static bool rx_unix(struct uroce_nic *nic, unsigned i, struct uroce_rxpkt *rx,
 				close(fd);
 			}
 		}
-	}
-	/* a service's name is host-wide: only our user's processes may
-	 * hand us datagrams through it */
-	if (!ours) {
-		STAT_INC(nic, rx_bad_source);
-		return false;
 	}
 	if (len < sizeof(h) + BTH_BYTES || (mh->msg_flags & MSG_TRUNC)) {
 		STAT_INC(nic, rx_malformed);
@@ -1190,14 +1218,14 @@ static int udp_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 	for (int k = 0; k < nready && used < RX_MSGS; k++) {
 		int fd = (int)(uint32_t)ev[k].data.u64;
 		enum rx_kind kind = ev[k].data.u64 >> 32;
-		bool fwd = kind == RX_FWD || kind == RX_SID;
+		bool fwd = kind == RX_FWD;
 		/* as many datagrams as surely fit, each up to RX_GRO_SEGS
 		 * packets; at least one */
 		unsigned want = (max - out) / RX_GRO_SEGS;
 		int got;
 
 		if (kind == RX_LISTEN) {
-			fwd_accept(nic);
+			fwd_accept(nic, fd);
 			continue;
 		}
 		if (want > RX_MSGS - used)
@@ -1218,13 +1246,12 @@ static int udp_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 		}
 		for (unsigned i = used; i < used + got; i++) {
 			/* a forwarded datagram is never empty: end of file */
-			if (kind == RX_FWD && p->msg[i].msg_len == 0) {
+			if (fwd && p->msg[i].msg_len == 0) {
 				fwd_close(p, fd);
 				got = i - used;
 				break;
 			}
-			unsigned ours = fwd ? rx_unix(nic, i, &pkts[out],
-						      kind == RX_SID)
+			unsigned ours = fwd ? rx_unix(nic, i, &pkts[out])
 					    : rx_udp(nic, i, &pkts[out],
 						     max - out);
 

@@ -129,12 +129,23 @@ CMA_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 	if (!chan)
 		return;
 	/* the ids on it are gone: the application destroyed them first */
+	pthread_mutex_lock(&cma_lock);
 	while (chan->head) {
 		struct cma_event *ev = chan->head;
 
 		chan->head = ev->next;
 		free(ev);
 	}
+	chan->tail = NULL;
+	/* A thread still blocked on it stays blocked, as in the kernel's
+	 * read: programs (rping) destroy the channel under their event
+	 * thread and exit.  So the pipe stays open for it. */
+	if (chan->waiters) {
+		chan->destroyed = true;
+		pthread_mutex_unlock(&cma_lock);
+		return;
+	}
+	pthread_mutex_unlock(&cma_lock);
 	cma_channel_free(chan);
 }
 
@@ -190,17 +201,19 @@ static struct cma_event *dequeue(struct cma_channel *chan)
 	struct cma_event *ev;
 	char byte;
 
-	while (!chan->head) {
+	while (!chan->head || chan->destroyed) {
 		struct pollfd pfd = { .fd = chan->ch.fd, .events = POLLIN };
-		int nonblock = fcntl(chan->ch.fd, F_GETFL) & O_NONBLOCK;
+		int flags = fcntl(chan->ch.fd, F_GETFL);
 
-		if (nonblock) {
+		if (flags >= 0 && (flags & O_NONBLOCK) && !chan->destroyed) {
 			errno = EAGAIN;
 			return NULL;
 		}
+		chan->waiters++;
 		pthread_mutex_unlock(&cma_lock);
 		poll(&pfd, 1, -1);
 		pthread_mutex_lock(&cma_lock);
+		chan->waiters--;
 	}
 	ev = chan->head;
 	chan->head = ev->next;

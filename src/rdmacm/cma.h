@@ -128,6 +128,8 @@ struct cma_channel {
 	struct rdma_event_channel ch;
 	int wfd;			/* a byte in the pipe iff events queued */
 	struct cma_event *head, *tail;
+	unsigned waiters;		/* threads blocked in rdma_get_cm_event */
+	bool destroyed;			/* with waiters: they block for good */
 };
 
 /* One lock for ids' states and event queues, never held across a verb or

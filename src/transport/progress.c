@@ -245,6 +245,29 @@ void uroce_engine_app_left(struct uroce_nic *nic, bool will_wait)
 	}
 }
 
+/* Rounds of receiving at exit, each waiting this long for more. */
+#define ENGINE_DRAIN_ROUNDS 16
+#define ENGINE_DRAIN_GRACE_MS 2
+
+void uroce_engine_drain(struct uroce_nic *nic)
+{
+	int fds[6], nfds = nic->net->rx_fds(nic, fds, ARRAY_SIZE(fds));
+	struct pollfd pfd[6];
+
+	for (int i = 0; i < nfds; i++)
+		pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
+	for (unsigned round = 0; round < ENGINE_DRAIN_ROUNDS; round++) {
+		if (poll(pfd, nfds, ENGINE_DRAIN_GRACE_MS) <= 0)
+			return;
+		pthread_mutex_lock(&nic->rx_lock);
+		engine_enter(nic);
+		engine_receive(nic);
+		uroce_flush_acks(nic);
+		engine_leave(nic);
+		pthread_mutex_unlock(&nic->rx_lock);
+	}
+}
+
 int uroce_engine_start(struct uroce_nic *nic)
 {
 	atomic_store(&nic->stop, false);

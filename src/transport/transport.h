@@ -79,6 +79,9 @@ void uroce_engine_poll(struct uroce_nic *nic);
 /* An application thread stops receiving for now: its poll returned
  * completions, or (will_wait) it armed a CQ to wait for an event. */
 void uroce_engine_app_left(struct uroce_nic *nic, bool will_wait);
+/* The process exits: receive (and so forward) what the sockets still hold
+ * or the kernel is still delivering, for a few milliseconds at most. */
+void uroce_engine_drain(struct uroce_nic *nic);
 /* Local ACK timeout of a QP in ns (4.096 us * 2^timeout), 0 = infinite. */
 uint64_t uroce_ack_timeout_ns(uint8_t timeout);
 /* RNR NAK timer code to ns (IBTA table 45). */

@@ -226,6 +226,9 @@ CMA_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *cm_id,
 		attr->pd = cm_id->pd;
 		attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
 	}
+	/* RDMA_PS_IB ids take the type of their QP; the others have one */
+	if (cm_id->ps == RDMA_PS_IB && !cm_id->qp)
+		cm_id->qp_type = attr->qp_type;
 	if (attr->pd->context != cm_id->verbs ||
 	    attr->qp_type != cm_id->qp_type)
 		return cma_errno(EINVAL);

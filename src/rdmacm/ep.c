@@ -114,8 +114,14 @@ CMA_EXPORT int rdma_create_ep(struct rdma_cm_id **id, struct rdma_addrinfo *res,
 				goto fail;
 			}
 			*priv->qp_init_attr = *qp_init_attr;
-		} else if (rdma_create_qp(cm_id, pd, qp_init_attr)) {
-			goto fail;
+			priv->qp_init_attr->qp_type = res->ai_qp_type;
+		} else {
+			struct ibv_qp_init_attr attr = *qp_init_attr;
+
+			attr.qp_type = res->ai_qp_type;
+			if (rdma_create_qp(cm_id, pd, &attr))
+				goto fail;
+			qp_init_attr->cap = attr.cap;
 		}
 	}
 	if (pd)

@@ -296,6 +296,16 @@ CMA_EXPORT void rdma_destroy_qp(struct rdma_cm_id *cm_id)
 
 /* ---- the active side ----------------------------------------------------- */
 
+/* The state a message leads to is set before the message goes: its answer
+ * may arrive (and move the id on, in the receiving thread) before the send
+ * call returns. */
+static void set_state(struct cma_id *id, enum cma_state state)
+{
+	pthread_mutex_lock(&cma_lock);
+	id->state = state;
+	pthread_mutex_unlock(&cma_lock);
+}
+
 /* 255 stands for the device's most; more than that is an error. */
 static int resources(const struct cma_id *id, unsigned asked, int max,
 		     uint8_t *out)
@@ -329,6 +339,7 @@ static int connect_ud(struct cma_id *id, struct rdma_conn_param *param)
 		memcpy(data + CMA_HDR_LEN, param->private_data, len);
 	p.private_data = data;
 	p.private_data_len = CMA_HDR_LEN + len;
+	set_state(id, CMA_CONNECT);
 	return -uroce_cm_send_sidr_req(id->cm, &p);
 }
 
@@ -391,11 +402,14 @@ CMA_EXPORT int rdma_connect(struct rdma_cm_id *cm_id,
 		p.max_cm_retries = CMA_MAX_CM_RETRIES;
 		p.private_data = data;
 		p.private_data_len = CMA_HDR_LEN + len;
+		set_state(id, CMA_CONNECT);
 		err = -uroce_cm_send_req(id->cm, &p);
 	}
-	if (err)
+	if (err) {
+		if (id->state == CMA_CONNECT)
+			set_state(id, CMA_ROUTE_RESOLVED);
 		return cma_errno(err);
-	id->state = CMA_CONNECT;
+	}
 	return cma_complete(id);
 }
 
@@ -410,17 +424,18 @@ int cma_process_conn_resp(struct cma_id *id, struct cma_event *ev)
 		return 0;
 	}
 	err = qp_connect(id);
-	if (!err)
+	if (!err) {
+		set_state(id, CMA_ESTABLISHED);
 		err = -uroce_cm_send_rtu(id->cm, NULL, 0);
+	}
 	if (err) {
 		uroce_cm_send_rej(id->cm, UROCE_CM_REJ_CONSUMER_DEFINED, NULL, 0);
 		qp_to_error(id);
-		id->state = CMA_ERROR;
+		set_state(id, CMA_ERROR);
 		ev->event.event = RDMA_CM_EVENT_CONNECT_ERROR;
 		ev->event.status = -err;
 		return 0;
 	}
-	id->state = CMA_ESTABLISHED;
 	ev->event.event = RDMA_CM_EVENT_ESTABLISHED;
 	return 0;
 }
@@ -432,9 +447,10 @@ CMA_EXPORT int rdma_establish(struct rdma_cm_id *cm_id)
 
 	if (!cm_id || id->state != CMA_CONNECT_RESPONSE)
 		return cma_errno(EINVAL);
+	set_state(id, CMA_ESTABLISHED);
 	err = -uroce_cm_send_rtu(id->cm, NULL, 0);
-	if (!err)
-		id->state = CMA_ESTABLISHED;
+	if (err)
+		set_state(id, CMA_CONNECT_RESPONSE);
 	return cma_errno(err);
 }
 
@@ -502,16 +518,16 @@ CMA_EXPORT int rdma_accept(struct rdma_cm_id *cm_id,
 			.private_data_len = len,
 		};
 
+		set_state(id, CMA_ACCEPTED);
 		err = -uroce_cm_send_rep(id->cm, &p);
 	}
 	if (err) {
 		/* the kernel's rdma_accept failure path: refuse the peer */
 		qp_to_error(id);
 		uroce_cm_send_rej(id->cm, UROCE_CM_REJ_CONSUMER_DEFINED, NULL, 0);
-		id->state = CMA_ERROR;
+		set_state(id, CMA_ERROR);
 		return cma_errno(err);
 	}
-	id->state = CMA_ACCEPTED;
 	return cma_complete(id);
 }
 

@@ -211,6 +211,11 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,
 		attr->cap.max_recv_wr = 0;
 		attr->cap.max_recv_sge = 0;
 	}
+	/* Inline room as Soft-RoCE grants it: at least what the send SGEs
+	 * could describe (16 bytes each).  rdma_xclient and others post
+	 * small IBV_SEND_INLINE messages without asking for any. */
+	if (attr->cap.max_inline_data < attr->cap.max_send_sge * 16u)
+		attr->cap.max_inline_data = attr->cap.max_send_sge * 16u;
 	err = qp_alloc_queues(qp, &attr->cap);
 	if (!err && (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
 		err = uroce_qp_ex_init(qp, attr);

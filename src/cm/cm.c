@@ -48,6 +48,7 @@ struct uroce_cm_id {
 	uint32_t local_id, remote_id;
 	uint64_t remote_guid;		/* host order */
 	uint32_t local_qpn, remote_qpn;
+	bool xrc;			/* XRC initiator or target */
 	uint64_t tid;
 
 	uint64_t service_id;		/* listened on, or connected to */
@@ -550,7 +551,10 @@ UROCE_EXPORT int uroce_cm_send_req(struct uroce_cm_id *id,
 	int err;
 
 	if (p->private_data_len > REQ_PRIVATE_DATA_LEN ||
-	    p->transport > UROCE_CM_TRANSPORT_UC || p->max_cm_retries > 15 ||
+	    (p->transport != UROCE_CM_TRANSPORT_RC &&
+	     p->transport != UROCE_CM_TRANSPORT_UC &&
+	     p->transport != UROCE_CM_TRANSPORT_XRC) ||
+	    p->max_cm_retries > 15 ||
 	    p->remote_cm_response_timeout > 31 ||
 	    p->local_cm_response_timeout > 31)
 		return -EINVAL;
@@ -562,6 +566,7 @@ UROCE_EXPORT int uroce_cm_send_req(struct uroce_cm_id *id,
 	/* Linux's TIDs: 2 in the high word, the comm ID's bytes swapped */
 	id->tid = 2ull << 32 | __builtin_bswap32(id->local_id);
 	id->local_qpn = p->qp_num;
+	id->xrc = p->transport == UROCE_CM_TRANSPORT_XRC;
 	id->service_id = p->service_id;
 	id->max_retries = p->max_cm_retries;
 	id->cm_response_timeout = p->remote_cm_response_timeout;
@@ -573,19 +578,25 @@ UROCE_EXPORT int uroce_cm_send_req(struct uroce_cm_id *id,
 	mad_put_be64(pl, REQ_SERVICE_ID, p->service_id);
 	mad_put_be64(pl, REQ_LOCAL_CA_GUID, cm->guid);
 	mad_put_be24(pl, REQ_LOCAL_QPN, p->qp_num);
-	pl[REQ_RESP_RESOURCES] = p->responder_resources;
 	pl[REQ_INIT_DEPTH] = p->initiator_depth;
 	mad_set_bits(pl, REQ_BYTE43, 0xF8, p->remote_cm_response_timeout);
 	mad_set_bits(pl, REQ_BYTE43, 0x06, p->transport);
 	mad_set_bits(pl, REQ_BYTE43, 0x01, p->flow_control);
 	mad_put_be24(pl, REQ_STARTING_PSN, p->starting_psn);
 	mad_set_bits(pl, REQ_BYTE47, 0xF8, p->local_cm_response_timeout);
-	mad_set_bits(pl, REQ_BYTE47, 0x07, p->retry_count);
 	mad_put_be16(pl, REQ_PKEY, 0xFFFF);
 	mad_set_bits(pl, REQ_BYTE50, 0xF0, p->path.mtu);
-	mad_set_bits(pl, REQ_BYTE50, 0x07, p->rnr_retry_count);
 	mad_set_bits(pl, REQ_BYTE51, 0xF0, p->max_cm_retries);
-	mad_set_bits(pl, REQ_BYTE51, 0x08, p->srq);
+	if (id->xrc) {
+		/* an XRC initiator receives nothing: the kernel leaves the
+		 * responder's fields out */
+		mad_set_bits(pl, REQ_BYTE51, 0x07, CM_EXT_TRANSPORT_XRC);
+	} else {
+		pl[REQ_RESP_RESOURCES] = p->responder_resources;
+		mad_set_bits(pl, REQ_BYTE47, 0x07, p->retry_count);
+		mad_set_bits(pl, REQ_BYTE50, 0x07, p->rnr_retry_count);
+		mad_set_bits(pl, REQ_BYTE51, 0x08, p->srq);
+	}
 	put_path(pl, REQ_PRIMARY_LOCAL_LID, &p->path, p->local_ack_timeout);
 	if (p->private_data_len)
 		memcpy(pl + REQ_PRIVATE_DATA, p->private_data,
@@ -616,18 +627,28 @@ UROCE_EXPORT int uroce_cm_send_rep(struct uroce_cm_id *id,
 		pthread_mutex_unlock(&cm->lock);
 		return -EINVAL;
 	}
+	if (p->xrc_target != id->xrc) {
+		pthread_mutex_unlock(&cm->lock);
+		return -EINVAL;
+	}
 	id->local_qpn = p->qp_num;
 	pl = id_mad(id, CM_ATTR_REP);
 	mad_put_be32(pl, REP_LOCAL_COMM_ID, id->local_id);
 	mad_put_be32(pl, REP_REMOTE_COMM_ID, id->remote_id);
-	mad_put_be24(pl, REP_LOCAL_QPN, p->qp_num);
 	mad_put_be24(pl, REP_STARTING_PSN, p->starting_psn);
 	pl[REP_RESP_RESOURCES] = p->responder_resources;
-	pl[REP_INIT_DEPTH] = p->initiator_depth;
 	mad_set_bits(pl, REP_BYTE26, 0xF8, p->target_ack_delay);
-	mad_set_bits(pl, REP_BYTE26, 0x01, p->flow_control);
 	mad_set_bits(pl, REP_BYTE27, 0xE0, p->rnr_retry_count);
-	mad_set_bits(pl, REP_BYTE27, 0x10, p->srq);
+	if (id->xrc) {
+		/* an XRC target names itself in the EECN, always on an SRQ */
+		mad_put_be24(pl, REP_LOCAL_EECN, p->qp_num);
+		mad_set_bits(pl, REP_BYTE27, 0x10, 1);
+	} else {
+		mad_put_be24(pl, REP_LOCAL_QPN, p->qp_num);
+		pl[REP_INIT_DEPTH] = p->initiator_depth;
+		mad_set_bits(pl, REP_BYTE26, 0x01, p->flow_control);
+		mad_set_bits(pl, REP_BYTE27, 0x10, p->srq);
+	}
 	mad_put_be64(pl, REP_LOCAL_CA_GUID, cm->guid);
 	if (p->private_data_len)
 		memcpy(pl + REP_PRIVATE_DATA, p->private_data,
@@ -898,8 +919,12 @@ static void rx_req(struct uroce_cm *cm, const struct cm_mad_rx *m,
 		uroce_cm_reply_rej(nic, m, UROCE_CM_REJ_INVALID_SERVICE_ID);
 		return;
 	}
-	if (mad_bits(req, REQ_BYTE43, 0x06) > UROCE_CM_TRANSPORT_UC ||
-	    !reply_path(nic, m, &path)) {
+	unsigned transport = mad_bits(req, REQ_BYTE43, 0x06);
+
+	if (transport == UROCE_CM_TRANSPORT_XRC &&
+	    mad_bits(req, REQ_BYTE51, 0x07) != CM_EXT_TRANSPORT_XRC)
+		transport = 2;		/* no transport we know */
+	if (transport == 2 || !reply_path(nic, m, &path)) {
 		uroce_cm_reply_rej(nic, m, UROCE_CM_REJ_CONSUMER_DEFINED);
 		return;
 	}
@@ -918,6 +943,7 @@ static void rx_req(struct uroce_cm *cm, const struct cm_mad_rx *m,
 	id->remote_id = remote_id;
 	id->remote_guid = guid;
 	id->remote_qpn = qpn;
+	id->xrc = transport == UROCE_CM_TRANSPORT_XRC;
 	id->service_id = sid;
 	id->tid = mad_be64(m->mad, MADH_TID);
 	id->cm_response_timeout = mad_bits(req, REQ_BYTE47, 0xF8);
@@ -946,7 +972,7 @@ static void rx_req(struct uroce_cm *cm, const struct cm_mad_rx *m,
 	ev->req.service_id = sid;
 	ev->req.qp_num = qpn;
 	ev->req.starting_psn = mad_be24(req, REQ_STARTING_PSN);
-	ev->req.transport = mad_bits(req, REQ_BYTE43, 0x06);
+	ev->req.transport = transport;
 	ev->req.flow_control = mad_bits(req, REQ_BYTE43, 0x01);
 	ev->req.responder_resources = req[REQ_RESP_RESOURCES];
 	ev->req.initiator_depth = req[REQ_INIT_DEPTH];
@@ -979,7 +1005,7 @@ static void rx_rep(struct uroce_cm *cm, struct uroce_cm_id *id,
 	}
 	id->remote_id = remote_id;
 	id->remote_guid = mad_be64(rep, REP_LOCAL_CA_GUID);
-	id->remote_qpn = mad_be24(rep, REP_LOCAL_QPN);
+	id->remote_qpn = mad_be24(rep, id->xrc ? REP_LOCAL_EECN : REP_LOCAL_QPN);
 	id->state = CM_REP_RCVD;
 	id->deadline = 0;
 	ev = queue_event(pl, id, UROCE_CM_REP_RECEIVED, rep + REP_PRIVATE_DATA,

@@ -149,6 +149,7 @@ enum {
 
 /* Message Rejected / MRAed */
 enum { CM_MSG_REQ = 0, CM_MSG_REP = 1, CM_MSG_OTHER = 2 };
+enum { CM_EXT_TRANSPORT_XRC = 1 };	/* REQ byte 51, with transport 3 */
 
 /* Bit fields: the value under mask in byte p[off]. */
 static inline unsigned mad_bits(const uint8_t *p, unsigned off, uint8_t mask)

@@ -16,6 +16,7 @@
 #ifndef UROCE_CM_API_H
 #define UROCE_CM_API_H
 
+#include <stdbool.h>
 #include <infiniband/verbs.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -50,7 +51,12 @@ struct uroce_cm_path {
 	uint8_t packet_life_time;	/* 4.096 us * 2^n */
 };
 
-enum { UROCE_CM_TRANSPORT_RC = 0, UROCE_CM_TRANSPORT_UC = 1 };
+/* XRC is the REQ's "extended" transport (3) with extended type 1 */
+enum {
+	UROCE_CM_TRANSPORT_RC = 0,
+	UROCE_CM_TRANSPORT_UC = 1,
+	UROCE_CM_TRANSPORT_XRC = 3,
+};
 
 struct uroce_cm_req_param {
 	struct uroce_cm_path path;
@@ -73,7 +79,8 @@ struct uroce_cm_req_param {
 };
 
 struct uroce_cm_rep_param {
-	uint32_t qp_num;
+	uint32_t qp_num;		/* an XRC target's goes in the EECN */
+	bool xrc_target;
 	uint32_t starting_psn;
 	uint8_t responder_resources;
 	uint8_t initiator_depth;

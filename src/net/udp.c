@@ -292,7 +292,7 @@ static int slot_alloc(struct uroce_nic *nic, struct udp_priv *p)
 	return -EADDRINUSE;
 }
 
-static void drain_shared(struct uroce_nic *nic, int fd);
+static void drain_shared(struct uroce_nic *nic, int fd, int family);
 
 static void udp_close(struct uroce_nic *nic)
 {
@@ -301,11 +301,11 @@ static void udp_close(struct uroce_nic *nic)
 	if (!p)
 		return;
 	if (p->fd4 >= 0) {
-		drain_shared(nic, p->fd4);
+		drain_shared(nic, p->fd4, AF_INET);
 		close(p->fd4);
 	}
 	if (p->fd6 >= 0) {
-		drain_shared(nic, p->fd6);
+		drain_shared(nic, p->fd6, AF_INET6);
 		close(p->fd6);
 	}
 	if (p->fdu >= 0)
@@ -1185,12 +1185,30 @@ static int rx_batch(struct udp_priv *p, int fd, bool fwd, unsigned first,
  * receive path (softirq processing deferred to ksoftirqd on a busy
  * machine), so an empty socket gets a short grace before it is closed.
  */
-static void drain_shared(struct uroce_nic *nic, int fd)
+static void drain_shared(struct uroce_nic *nic, int fd, int family)
 {
 	struct udp_priv *p = nic->net_priv;
 	struct uroce_rxpkt ours[RX_GRO_SEGS];
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	union uroce_sockaddr sink;
 	int got;
+
+	/* First out of the group's choice: the kernel's SO_REUSEPORT hash
+	 * passes over a connected member, so what arrives from now on goes
+	 * to the other processes, and what is queued here stays readable.
+	 * The sink is loopback's discard port, which sends nothing. */
+	memset(&sink, 0, sizeof(sink));
+	if (family == AF_INET) {
+		sink.in4.sin_family = AF_INET;
+		sink.in4.sin_port = htons(9);
+		sink.in4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	} else {
+		sink.in6.sin6_family = AF_INET6;
+		sink.in6.sin6_port = htons(9);
+		sink.in6.sin6_addr = in6addr_loopback;
+	}
+	/* (without a loopback route it stays a member: the grace covers it) */
+	connect(fd, &sink.sa, addr_len(family));
 
 	/* bounded: a busy sender must not keep a closing process alive */
 	for (unsigned round = 0; round < DRAIN_ROUNDS; round++) {

@@ -51,6 +51,21 @@ struct cma_device *cma_device(void)
 	return the_dev.verbs ? &the_dev : NULL;
 }
 
+struct ibv_xrcd *cma_xrcd(struct cma_device *dev)
+{
+	struct ibv_xrcd_init_attr attr = {
+		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+		.fd = -1,
+		.oflags = O_CREAT,
+	};
+
+	pthread_mutex_lock(&cma_lock);
+	if (!dev->xrcd)
+		dev->xrcd = ibv_open_xrcd(dev->verbs, &attr);
+	pthread_mutex_unlock(&cma_lock);
+	return dev->xrcd;
+}
+
 int cma_errno(int err)
 {
 	if (!err)
@@ -122,6 +137,11 @@ CMA_EXPORT struct rdma_event_channel *rdma_create_event_channel(void)
 	return chan ? &chan->ch : NULL;
 }
 
+enum { GRAVEYARD = 64 };
+static struct cma_channel *graveyard;	/* newest first */
+static unsigned graveyard_len;
+static pthread_cond_t never = PTHREAD_COND_INITIALIZER;
+
 CMA_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 {
 	struct cma_channel *chan = (struct cma_channel *)channel;
@@ -137,16 +157,30 @@ CMA_EXPORT void rdma_destroy_event_channel(struct rdma_event_channel *channel)
 		free(ev);
 	}
 	chan->tail = NULL;
-	/* A thread still blocked on it stays blocked, as in the kernel's
-	 * read: programs (rping) destroy the channel under their event
-	 * thread and exit.  So the pipe stays open for it. */
-	if (chan->waiters) {
-		chan->destroyed = true;
-		pthread_mutex_unlock(&cma_lock);
-		return;
+	/* Programs (rping) destroy the channel under their event thread and
+	 * exit; that thread may be blocked on it or about to call
+	 * rdma_get_cm_event again.  Either way it blocks for good, as a
+	 * thread in the kernel's read would, rather than touch freed memory:
+	 * the pipe goes (its closed write end wakes a poller), the memory is
+	 * kept for the last GRAVEYARD channels destroyed. */
+	chan->destroyed = true;
+	close(chan->ch.fd);
+	close(chan->wfd);
+	chan->grave_next = graveyard;
+	graveyard = chan;
+	if (++graveyard_len > GRAVEYARD) {
+		struct cma_channel **pp = &graveyard, *old;
+
+		while ((*pp)->grave_next)
+			pp = &(*pp)->grave_next;
+		old = *pp;
+		if (!old->waiters) {
+			*pp = NULL;
+			graveyard_len--;
+			free(old);
+		}
 	}
 	pthread_mutex_unlock(&cma_lock);
-	cma_channel_free(chan);
 }
 
 /* ---- events -------------------------------------------------------------- */
@@ -203,9 +237,15 @@ static struct cma_event *dequeue(struct cma_channel *chan)
 
 	while (!chan->head || chan->destroyed) {
 		struct pollfd pfd = { .fd = chan->ch.fd, .events = POLLIN };
-		int flags = fcntl(chan->ch.fd, F_GETFL);
+		int flags;
 
-		if (flags >= 0 && (flags & O_NONBLOCK) && !chan->destroyed) {
+		if (chan->destroyed) {
+			chan->waiters++;
+			for (;;)
+				pthread_cond_wait(&never, &cma_lock);
+		}
+		flags = fcntl(chan->ch.fd, F_GETFL);
+		if (flags >= 0 && (flags & O_NONBLOCK)) {
 			errno = EAGAIN;
 			return NULL;
 		}
@@ -438,9 +478,9 @@ CMA_EXPORT int rdma_destroy_id(struct rdma_cm_id *cm_id)
 
 	if (!cm_id)
 		return cma_errno(EINVAL);
-	if (id->event) {
-		rdma_ack_cm_event(id->event);
-		id->event = NULL;
+	if (id->id.event) {
+		rdma_ack_cm_event(id->id.event);
+		id->id.event = NULL;
 	}
 	/* first no more events: the CM sends what the state calls for */
 	uroce_cm_destroy_id(id->cm);
@@ -518,13 +558,13 @@ int cma_complete(struct cma_id *id)
 
 	if (!id->sync)
 		return 0;
-	if (id->event) {
-		rdma_ack_cm_event(id->event);
-		id->event = NULL;
+	if (id->id.event) {
+		rdma_ack_cm_event(id->id.event);
+		id->id.event = NULL;
 	}
 	if (rdma_get_cm_event(&id->chan->ch, &event))
 		return -1;
-	id->event = event;
+	id->id.event = event;
 	if (event->status) {
 		/* a refusal is ECONNREFUSED; the rest carry -errno */
 		errno = event->event == RDMA_CM_EVENT_REJECTED ? ECONNREFUSED

@@ -52,6 +52,7 @@ enum cma_state {
 struct cma_device {
 	struct ibv_context *verbs;
 	struct ibv_pd *pd;		/* shared by every id on the device */
+	struct ibv_xrcd *xrcd;		/* XRC ids' domain, opened when needed */
 	int max_resp_res, max_init_depth;
 };
 
@@ -101,9 +102,9 @@ struct cma_id {
 	/* QP resources rdma_create_qp made for the id */
 	bool own_cqs;
 	/* the synchronous API: the QP attributes a listener's connections
-	 * get, and the last event of a synchronous id */
+	 * get (the last event of a synchronous id is the public id.event,
+	 * where rdma_xclient reads the REP's private data) */
 	struct ibv_qp_init_attr *qp_init_attr;
-	struct rdma_cm_event *event;
 
 	unsigned events_reported, events_acked;
 	pthread_cond_t acked;
@@ -129,7 +130,8 @@ struct cma_channel {
 	int wfd;			/* a byte in the pipe iff events queued */
 	struct cma_event *head, *tail;
 	unsigned waiters;		/* threads blocked in rdma_get_cm_event */
-	bool destroyed;			/* with waiters: they block for good */
+	bool destroyed;			/* its callers block for good */
+	struct cma_channel *grave_next;	/* destroyed channels kept a while */
 };
 
 /* One lock for ids' states and event queues, never held across a verb or
@@ -143,6 +145,8 @@ static inline struct cma_id *to_cma(struct rdma_cm_id *id)
 
 /* cma.c */
 struct cma_device *cma_device(void);
+/* The device's XRC domain (NULL and errno when it cannot be opened). */
+struct ibv_xrcd *cma_xrcd(struct cma_device *dev);
 int cma_errno(int err);			/* -errno -> -1 with errno set */
 struct cma_event *cma_event_new(struct cma_id *id, enum rdma_cm_event_type t,
 				int status);

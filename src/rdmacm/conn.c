@@ -37,7 +37,10 @@ static uint8_t ack_timeout(uint8_t ca_ack_delay, uint8_t packet_life)
 int cma_qp_attr(struct cma_id *id, struct ibv_qp_attr *attr, int *mask)
 {
 	enum ibv_qp_state state = attr->qp_state;
-	bool rc = id->id.qp_type == IBV_QPT_RC;
+	/* XRC QPs are RC's halves; the verbs drop the half they lack */
+	bool rc = id->id.qp_type == IBV_QPT_RC ||
+		  id->id.qp_type == IBV_QPT_XRC_SEND ||
+		  id->id.qp_type == IBV_QPT_XRC_RECV;
 
 	memset(attr, 0, sizeof(*attr));
 	attr->qp_state = state;
@@ -232,9 +235,21 @@ CMA_EXPORT int rdma_create_qp_ex(struct rdma_cm_id *cm_id,
 	if (attr->pd->context != cm_id->verbs ||
 	    attr->qp_type != cm_id->qp_type)
 		return cma_errno(EINVAL);
-	if (!attr->srq && cm_id->srq)
+	if (attr->qp_type == IBV_QPT_XRC_RECV) {
+		/* a target QP has no queues: its domain's SRQs receive */
+		if (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd) {
+			attr->xrcd = cma_xrcd(id->dev);
+			if (!attr->xrcd)
+				return -1;
+			attr->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+		}
+	} else if (!attr->srq && cm_id->srq) {
 		attr->srq = cm_id->srq;
-	if (!attr->send_cq || !attr->recv_cq) {
+	}
+	if (attr->qp_type == IBV_QPT_XRC_SEND)
+		attr->cap.max_recv_wr = 0;	/* and so no receive CQ */
+	if (attr->qp_type != IBV_QPT_XRC_RECV &&
+	    (!attr->send_cq || !attr->recv_cq)) {
 		err = create_cqs(id, attr->send_cq ? 0 : attr->cap.max_send_wr,
 				 attr->recv_cq ? 0 : attr->cap.max_recv_wr);
 		if (err)
@@ -387,6 +402,8 @@ CMA_EXPORT int rdma_connect(struct rdma_cm_id *cm_id,
 		p.starting_psn = id->seq_num;
 		p.transport = cm_id->qp_type == IBV_QPT_UC
 				      ? UROCE_CM_TRANSPORT_UC
+			      : cm_id->qp_type == IBV_QPT_XRC_SEND
+				      ? UROCE_CM_TRANSPORT_XRC
 				      : UROCE_CM_TRANSPORT_RC;
 		p.responder_resources = id->responder_resources;
 		p.initiator_depth = id->initiator_depth;
@@ -506,6 +523,7 @@ CMA_EXPORT int rdma_accept(struct rdma_cm_id *cm_id,
 		struct uroce_cm_rep_param p = {
 			.qp_num = cm_id->qp ? cm_id->qp->qp_num
 					    : (param ? param->qp_num : 0),
+			.xrc_target = cm_id->qp_type == IBV_QPT_XRC_RECV,
 			.starting_psn = id->seq_num,
 			.responder_resources = id->responder_resources,
 			.initiator_depth = id->initiator_depth,
@@ -626,6 +644,20 @@ static struct cma_event *event_for(struct cma_id *id, enum rdma_cm_event_type t,
 	return e;
 }
 
+/* An RDMA_PS_IB connection is of the type its REQ asks for (the kernel's
+ * cma_ib_new_conn_id); the passive end of XRC is the target. */
+static enum ibv_qp_type qp_type_of(uint8_t transport)
+{
+	switch (transport) {
+	case UROCE_CM_TRANSPORT_UC:
+		return IBV_QPT_UC;
+	case UROCE_CM_TRANSPORT_XRC:
+		return IBV_QPT_XRC_RECV;
+	default:
+		return IBV_QPT_RC;
+	}
+}
+
 static int on_request(struct cma_id *listener, const struct uroce_cm_event *ev)
 {
 	bool sidr = ev->type == UROCE_CM_SIDR_REQ_RECEIVED;
@@ -638,7 +670,9 @@ static int on_request(struct cma_id *listener, const struct uroce_cm_event *ev)
 	if (ev->private_data_len < CMA_HDR_LEN)
 		return 1;
 	id = cma_id_new(listener->chan, listener->id.context, listener->id.ps,
-			listener->id.qp_type);
+			listener->id.ps == RDMA_PS_IB && !sidr
+				? qp_type_of(ev->req.transport)
+				: listener->id.qp_type);
 	if (!id)
 		return 1;
 	if (!cma_parse_hdr(listener, id, ev->private_data, sid)) {

@@ -24,9 +24,17 @@ CMA_EXPORT int rdma_create_srq_ex(struct rdma_cm_id *id,
 		attr->pd = id->pd;
 		attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
 	}
+	/* an XRC SRQ is in the device's XRC domain unless told otherwise */
+	if (attr->srq_type == IBV_SRQT_XRC &&
+	    (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd)) {
+		attr->xrcd = cma_xrcd(priv->dev);
+		if (!attr->xrcd)
+			return -1;
+		attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD;
+	}
 	/* an XRC SRQ completes on its own CQ: make one if none is given */
 	if (attr->srq_type == IBV_SRQT_XRC &&
-	    !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ)) {
+	    (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq)) {
 		if (!id->recv_cq) {
 			id->recv_cq_channel = ibv_create_comp_channel(id->verbs);
 			id->recv_cq = id->recv_cq_channel
@@ -158,9 +166,9 @@ CMA_EXPORT int rdma_get_request(struct rdma_cm_id *listen,
 
 	if (!listen || !id || !lpriv->sync || lpriv->state != CMA_LISTEN)
 		return cma_errno(EINVAL);
-	if (lpriv->event) {
-		rdma_ack_cm_event(lpriv->event);
-		lpriv->event = NULL;
+	if (lpriv->id.event) {
+		rdma_ack_cm_event(lpriv->id.event);
+		lpriv->id.event = NULL;
 	}
 	for (;;) {
 		if (rdma_get_cm_event(listen->channel, &event))
@@ -184,7 +192,7 @@ CMA_EXPORT int rdma_get_request(struct rdma_cm_id *listen,
 		if (rdma_create_qp(new_id, new_id->pd, &attr))
 			goto fail;
 	}
-	to_cma(new_id)->event = event;
+	new_id->event = event;
 	*id = new_id;
 	return 0;
 fail: {

@@ -6,7 +6,7 @@
 
 run: runs unmodified rdmacm-utils between two uroce processes over
 127.0.0.1 or ::1 with UROCE_PCAP set for each (rping -v -C 3, ucmatose -C 2,
-udaddy -C 2), then a connect to a port nobody listens on (rping, which must
+rdma_xserver/rdma_xclient -c x over IPv4 for XRC, udaddy -C 2), then a connect to a port nobody listens on (rping, which must
 be refused with REJ reason 8) and a SIDR_REQ nobody answers but the CM
 (udaddy, SIDR_REP status 1).  Every capture is then checked:
 
@@ -82,6 +82,7 @@ ATTR_ID = {v: k for k, v in ATTR.items()}
 PS_TCP = 0x0106
 PS_UDP = 0x0111
 PS_IB = 0x013F
+TRANSPORT_XRC = 3                        # with extended transport type 1
 SID_PREFIX = 0x0000000001000000         # IBTA A11 RDMA IP CM service
 RDMA_UDP_QKEY = 0x01234567
 CM_RESPONSE_TIMEOUT = 20                # cma.c CMA_CM_RESPONSE_TIMEOUT
@@ -545,14 +546,26 @@ def check_req(m, f, ctx, want_sid):
            CM_RESPONSE_TIMEOUT)
     expect(m, 'local CM response timeout', m.l_cm_timeout,
            CM_RESPONSE_TIMEOUT)
-    expect(m, 'transport service type (RC)', m.transport, 0)
+    if m.transport == TRANSPORT_XRC:
+        # Linux's cm_format_req for an XRC initiator: the responder's
+        # fields stay zero (it receives nothing)
+        expect(m, 'extended transport type (XRC)', m.ext_transport, 1)
+        expect(m, 'XRC: responder resources', m.resp_res, 0)
+        expect(m, 'XRC: retry count', m.retry, 0)
+        expect(m, 'XRC: RNR retry count', m.rnr_retry, 0)
+        expect(m, 'XRC: SRQ', m.srq, 0)
+        if m.sid & ~0xFFFF != SID_PREFIX | PS_IB << 16:
+            fail('%s: XRC REQ service ID 0x%016x is not of the IB port '
+                 'space' % (m.where, m.sid))
+    else:
+        expect(m, 'transport service type (RC)', m.transport, 0)
+        expect(m, 'extended transport type', m.ext_transport, 0)
     expect(m, 'end-to-end flow control', m.e2e, 0)
     expect(m, 'P_Key', m.pkey, 0xFFFF)
     if not 1 <= m.mtu <= 5:
         fail('%s: REQ path MTU code %d' % (m.where, m.mtu))
     expect(m, 'RDC exists', m.rdc, 0)
     expect(m, 'max CM retries', m.max_cm_retries, MAX_CM_RETRIES)
-    expect(m, 'extended transport type', m.ext_transport, 0)
     expect(m, 'primary local port LID', m.l_lid, 0xFFFF)
     expect(m, 'primary remote port LID', m.r_lid, 0xFFFF)
     if not expect(m, 'primary local port GID', m.l_gid, gid_of(f.src)):
@@ -598,9 +611,19 @@ def check_rep(m, f, ctx):
         if m.guid == req.guid and m.qpn == req.qpn:
             fail('%s: REP names the REQ\'s own QP' % m.where)
     expect(m, 'local Q_Key', m.l_qkey, 0)
-    if m.qpn in (0, GSI_QPN):
-        fail('%s: REP local QPN %d' % (m.where, m.qpn))
-    expect(m, 'local EECN', m.l_eecn, 0)
+    if req is not None and req.transport == TRANSPORT_XRC:
+        # Linux's cm_format_rep for an XRC target: its QPN in the EECN,
+        # always on an SRQ, no initiator depth
+        expect(m, 'XRC: local QPN', m.qpn, 0)
+        if m.l_eecn in (0, GSI_QPN):
+            fail('%s: XRC REP local EECN (the target QPN) %d' %
+                 (m.where, m.l_eecn))
+        expect(m, 'XRC: SRQ', m.srq, 1)
+        expect(m, 'XRC: initiator depth', m.init_depth, 0)
+    else:
+        if m.qpn in (0, GSI_QPN):
+            fail('%s: REP local QPN %d' % (m.where, m.qpn))
+        expect(m, 'local EECN', m.l_eecn, 0)
     expect(m, 'VendorID (ECE)', m.vendor, 0)
     if m.target_ack_delay == 0:
         fail('%s: REP target ACK delay 0' % m.where)
@@ -608,8 +631,7 @@ def check_rep(m, f, ctx):
                 LINUX_TARGET_ACK_DELAY)
     expect(m, 'failover accepted', m.failover, 0)
     expect(m, 'end-to-end flow control', m.e2e, 0)
-    if m.rnr_retry == 0:
-        fail('%s: REP RNR retry count 0' % m.where)
+    # (0 is the application's to choose: rdma_xserver and fio accept so)
     linux_value(m, 'RNR retry count', m.rnr_retry, LINUX_REP_RNR_RETRY)
     expect(m, 'reserved bits of byte 27', m.resv27, 0)
     if m.guid == 0:
@@ -631,7 +653,11 @@ def check_dreq(m, f, ctx):
         fail('%s: DREQ comm IDs 0x%08x/0x%08x name no connection' %
              (m.where, m.local_id, m.remote_id))
         return
-    peer_qpn = rep.qpn if side == 'active' else req.qpn
+    if side == 'active':
+        # an XRC target's QPN is its REP's EECN
+        peer_qpn = rep.l_eecn if req.transport == TRANSPORT_XRC else rep.qpn
+    else:
+        peer_qpn = req.qpn
     expect(m, 'remote QPN (the peer\'s QPN)', m.remote_qpn, peer_qpn)
     expect(m, 'reserved byte 11', m.p[11], 0)
     if side == 'active':
@@ -958,6 +984,10 @@ def tcp_sid(port):
     return SID_PREFIX | PS_TCP << 16 | port
 
 
+def ib_sid(port):
+    return SID_PREFIX | PS_IB << 16 | port
+
+
 def udp_sid(port):
     return SID_PREFIX | PS_UDP << 16 | port
 
@@ -990,6 +1020,18 @@ def run(a):
                                  'client': [r'^return status 0$']})
     if r:
         check_run(tag, [r[0].pcap, r[1].pcap], conn, sid=tcp_sid(port))
+
+    # rdma_xserver / rdma_xclient -c x: XRC over the IB port space (the
+    # server binds the IPv4 wildcard, so IPv4 only)
+    if a.family == 4:
+        tag, port = 'cm.%s.xrc' % fam, base + 3
+        r = run_pair(a, tag, ['rdma_xserver', '-p', str(port), '-c', 'x'],
+                     ['rdma_xclient', '-s', addr, '-p', str(port), '-c',
+                      'x'], ib_sid(port),
+                     {'server': [r'rdma_xserver: end 0$'],
+                      'client': [r'rdma_xclient: end 0$']})
+        if r:
+            check_run(tag, [r[0].pcap, r[1].pcap], conn, sid=ib_sid(port))
 
     # udaddy: SIDR, two messages each way
     tag = 'cm.%s.udaddy' % fam
@@ -1043,7 +1085,7 @@ def main():
     r.add_argument('--family', type=int, choices=(4, 6), required=True)
     r.add_argument('--preload', help='LD_PRELOAD for the tools only')
     r.add_argument('--port-base', type=int, default=7900,
-                   help='rdma_cm ports base .. base+2 (IPv4), base+10.. '
+                   help="rdma_cm ports base .. base+3 (IPv4), base+10.. "
                         '(IPv6)')
     a = ap.parse_args()
     # tshark links libibverbs: it must not pick up uroce's

@@ -327,6 +327,7 @@ struct uroce_mr {
 	uint64_t iova;			/* address the keys are checked against */
 	int access;
 	uint32_t index;
+	uint32_t gen;			/* changes at every re-registration */
 };
 
 struct uroce_comp_channel {
@@ -361,10 +362,18 @@ struct uroce_ah {
 	uint32_t mtu;			/* largest message its link carries */
 };
 
-/* A local scatter/gather element resolved to host memory at post time. */
+/* A local scatter/gather element resolved to host memory at post time.  A
+ * receive element also keeps what it was resolved from: the responder checks
+ * it again when the WQE is consumed, as a NIC checks an lkey then (the MR
+ * may have been deregistered or re-registered since); addr is NULL for one
+ * that was invalid already when posted. */
 struct uroce_sge {
 	uint8_t *addr;
 	uint32_t length;
+	uint32_t lkey;
+	uint64_t va;
+	const struct uroce_mr *mr;
+	uint32_t gen;			/* mr->gen when resolved */
 };
 
 struct uroce_recv_wqe {
@@ -578,15 +587,26 @@ uint8_t *uroce_mr_ptr(const struct uroce_mr *mr, uint64_t addr, uint64_t len);
 /* Push one completion; raises the channel event if armed.  Returns false on
  * overflow (the CQ is then in error and an async event is raised). */
 bool uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited);
+/* Drop a QP's completions still in the CQ, keeping the others in order. */
+void uroce_cq_clean(struct uroce_cq *cq, uint32_t qp_num);
 
 /* Post an asynchronous event on the context's async fd. */
 void uroce_async_event(struct uroce_context *ctx, const struct ibv_async_event *ev);
 
 /* Validate and resolve local SGEs against lkeys: every element must name an
- * MR of pd containing it, with LOCAL_WRITE when need_write. */
+ * MR of pd containing it, with LOCAL_WRITE when need_write.  With
+ * defer_errors (receive WQEs) an invalid element is kept, unresolved, for
+ * uroce_sges_recheck to fail when the WQE is consumed. */
 int uroce_resolve_sges(struct uroce_nic *nic, struct uroce_pd *pd,
 		       const struct ibv_sge *in, int n, bool need_write,
-		       struct uroce_sge *out, uint32_t *total);
+		       bool defer_errors, struct uroce_sge *out,
+		       uint32_t *total);
+/* Consumption-time check of a receive WQE's elements against the MRs as
+ * they are now (re-resolving one whose MR was re-registered); false if any
+ * no longer names writable memory of pd.  Engine context: MRs are read
+ * lock-free, as for rkeys. */
+bool uroce_sges_recheck(struct uroce_nic *nic, const struct uroce_pd *pd,
+			struct uroce_sge *sge, uint32_t n);
 
 /* Receive ring helpers (verbs/srq.c). */
 int uroce_rq_init(struct uroce_rq *rq, uint32_t max_wr, uint32_t max_sge);

@@ -145,6 +145,16 @@ static bool resp_take_wqe(struct uroce_qp *qp)
 	return ok;
 }
 
+/* The WQE just taken still names memory its lkeys grant (checked when
+ * consumed, as a NIC does: the MR may have gone or changed since the post). */
+static bool resp_wqe_valid(struct uroce_qp *qp)
+{
+	struct ibv_pd *pd = resp_pd(qp);
+
+	return pd && uroce_sges_recheck(qp->nic, to_upd(pd), qp->resp.cur.sge,
+					qp->resp.cur.num_sge);
+}
+
 static void resp_complete_recv(struct uroce_qp *qp, enum ibv_wc_status status,
 			       enum ibv_wc_opcode opcode, uint32_t byte_len,
 			       const uint8_t *imm, bool solicited)
@@ -250,6 +260,19 @@ static void resp_fatal(struct uroce_qp *qp, struct uroce_pkt *pkt,
 	uroce_qp_to_error(qp, false);
 }
 
+/* A receive WQE whose lkeys no longer grant its memory: it completes with
+ * a local protection error and the QP goes to error; a reliable requester
+ * is told with a remote operational error NAK (IBTA 9.9.3, class C). */
+static void resp_bad_wqe(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	STAT_INC(qp->nic, access_errors);
+	resp_complete_recv(qp, IBV_WC_LOC_PROT_ERR, IBV_WC_RECV, 0, NULL,
+			   false);
+	if (uroce_qp_reliable(qp))
+		send_aeth(qp, AETH_NAK | AETH_NAK_REM_OP, pkt->psn);
+	uroce_qp_to_error(qp, false);
+}
+
 /* rkey check (C9-88 ff.): key, PD, access on both the MR and the QP, bounds. */
 static uint8_t *resp_check_rkey(struct uroce_qp *qp, uint32_t rkey,
 				uint64_t va, uint32_t len, int access)
@@ -271,6 +294,10 @@ static void resp_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
 
 	if (first && !resp_take_wqe(qp)) {
 		resp_rnr(qp, pkt);
+		return;
+	}
+	if (first && !resp_wqe_valid(qp)) {
+		resp_bad_wqe(qp, pkt);
 		return;
 	}
 	if (!resp_place(qp, pkt->payload, pkt->paylen)) {
@@ -328,6 +355,8 @@ static void resp_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
 		return;
 	}
+	/* the WQE only completes: no data goes to its scatter list, whose
+	 * lkeys are therefore not checked */
 	if (imm && !resp_take_wqe(qp)) {
 		resp_rnr(qp, pkt);
 		return;
@@ -608,6 +637,10 @@ static void resp_ud(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	}
 	if (!resp_take_wqe(qp)) {
 		STAT_INC(qp->nic, rx_dropped_msgs);
+		return;
+	}
+	if (!resp_wqe_valid(qp)) {
+		resp_bad_wqe(qp, pkt);
 		return;
 	}
 	ud_grh(pkt, grh);

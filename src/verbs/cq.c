@@ -332,6 +332,22 @@ UROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 	return 0;
 }
 
+void uroce_cq_clean(struct uroce_cq *cq, uint32_t qp_num)
+{
+	uint32_t keep;
+
+	pthread_mutex_lock(&cq->lock);
+	keep = cq->tail;
+	for (uint32_t i = cq->tail; i != cq->head; i = (i + 1) & (cq->size - 1)) {
+		if (cq->ring[i].qp_num == qp_num)
+			continue;
+		cq->ring[keep] = cq->ring[i];
+		keep = (keep + 1) & (cq->size - 1);
+	}
+	cq->head = keep;
+	pthread_mutex_unlock(&cq->lock);
+}
+
 bool uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
 {
 	bool fire = false, overflow_now = false;

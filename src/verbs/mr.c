@@ -99,8 +99,6 @@ static int mr_publish_locked(struct uroce_nic *nic, struct uroce_mr *mr)
 /* Take mr out of the table and wait until no reader can still hold it. */
 static void mr_unpublish(struct uroce_nic *nic, struct uroce_mr *mr)
 {
-	if (!mr->index)
-		return;		/* a failed rereg left it out already */
 	pthread_rwlock_wrlock(&nic->mr_lock);
 	atomic_store_explicit(&nic->mrs[mr->index], NULL, memory_order_relaxed);
 	mr->index = 0;
@@ -136,9 +134,20 @@ uint8_t *uroce_mr_ptr(const struct uroce_mr *mr, uint64_t addr, uint64_t len)
 	return (uint8_t *)mr->ibmr.addr + off;
 }
 
+/* The element's memory if mr (which may be NULL) grants it, else NULL. */
+static uint8_t *sge_ptr(const struct uroce_mr *mr, const struct uroce_pd *pd,
+			bool need_write, uint64_t va, uint32_t len)
+{
+	if (!mr || mr->pd != pd ||
+	    (need_write && !(mr->access & IBV_ACCESS_LOCAL_WRITE)))
+		return NULL;
+	return uroce_mr_ptr(mr, va, len);
+}
+
 int uroce_resolve_sges(struct uroce_nic *nic, struct uroce_pd *pd,
 		       const struct ibv_sge *in, int n, bool need_write,
-		       struct uroce_sge *out, uint32_t *total)
+		       bool defer_errors, struct uroce_sge *out,
+		       uint32_t *total)
 {
 	uint64_t sum = 0;
 	int err = 0;
@@ -150,22 +159,24 @@ int uroce_resolve_sges(struct uroce_nic *nic, struct uroce_pd *pd,
 		const struct uroce_mr *mr;
 
 		out[i].length = in[i].length;
+		out[i].lkey = in[i].lkey;
+		out[i].va = in[i].addr;
+		out[i].mr = NULL;
+		out[i].addr = NULL;
 		/* An empty element moves no data, so there is nothing for
 		 * its key to protect (applications pass lkey 0 with it). */
-		if (!in[i].length) {
-			out[i].addr = NULL;
+		if (!in[i].length)
 			continue;
-		}
 		mr = uroce_mr_lookup(nic, in[i].lkey);
-		if (!mr || mr->pd != pd ||
-		    (need_write && !(mr->access & IBV_ACCESS_LOCAL_WRITE))) {
+		out[i].addr = sge_ptr(mr, pd, need_write, in[i].addr,
+				      in[i].length);
+		if (!out[i].addr && !defer_errors) {
 			err = EINVAL;
 			break;
 		}
-		out[i].addr = uroce_mr_ptr(mr, in[i].addr, in[i].length);
-		if (!out[i].addr) {
-			err = EINVAL;
-			break;
+		if (out[i].addr) {
+			out[i].mr = mr;
+			out[i].gen = mr->gen;
 		}
 		sum += in[i].length;
 	}
@@ -309,11 +320,38 @@ UROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 	return 0;
 }
 
-/* Re-registration is a deregistration and a registration in one: the MR
- * leaves the table, changes, and comes back under a new key, so that a peer
- * holding the old rkey can never reach the new translation.  Every input is
- * checked first, so a failure leaves the old MR intact (IBV_REREG_MR_ERR_INPUT)
- * except the one case below. */
+bool uroce_sges_recheck(struct uroce_nic *nic, const struct uroce_pd *pd,
+			struct uroce_sge *sge, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		const struct uroce_mr *mr;
+
+		if (!sge[i].length)
+			continue;
+		mr = uroce_mr_lookup(nic, sge[i].lkey);
+		if (mr && mr == sge[i].mr && mr->gen == sge[i].gen &&
+		    mr->pd == pd)
+			continue;
+		sge[i].addr = sge_ptr(mr, pd, true, sge[i].va, sge[i].length);
+		if (!sge[i].addr)
+			return false;
+		sge[i].mr = mr;
+		sge[i].gen = mr->gen;
+	}
+	return true;
+}
+
+/* Stands in a re-registering MR's slot: no key matches it (an index is
+ * never 0), and no registration takes the slot meanwhile. */
+static struct uroce_mr mr_reserved;
+
+/* Re-registration keeps the MR's keys, as mlx5 does and as rdma-core's
+ * pyverbs tests expect (a peer keeps using the rkey it was given).  The MR
+ * leaves the table while it changes, and uroce_nic_quiesce() makes sure that
+ * no request still uses the old translation, access or PD once this
+ * returns; receive WQEs posted before are checked again when consumed.
+ * Every input is checked first, so a failure leaves the MR intact
+ * (IBV_REREG_MR_ERR_INPUT). */
 UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags,
 			      struct ibv_pd *ibpd, void *addr, size_t length,
 			      int access)
@@ -352,7 +390,11 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags,
 		return IBV_REREG_MR_ERR_INPUT;
 	}
 
-	mr_unpublish(nic, mr);
+	pthread_rwlock_wrlock(&nic->mr_lock);
+	atomic_store_explicit(&nic->mrs[mr->index], &mr_reserved,
+			      memory_order_relaxed);
+	pthread_rwlock_unlock(&nic->mr_lock);
+	uroce_nic_quiesce(nic);	/* not under mr_lock: see mr_unpublish */
 	if (new_pd != mr->pd) {
 		atomic_fetch_add(&new_pd->use_cnt, 1);
 		atomic_fetch_sub(&mr->pd->use_cnt, 1);
@@ -360,19 +402,13 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags,
 	mr->pd = new_pd;
 	mr->iova = iova;
 	mr->access = kept;
+	mr->gen++;
 	ibmr->pd = &new_pd->ibpd;
 	ibmr->addr = addr;
 	ibmr->length = length;
 
 	pthread_rwlock_wrlock(&nic->mr_lock);
-	err = mr_publish_locked(nic, mr);
+	atomic_store_explicit(&nic->mrs[mr->index], mr, memory_order_release);
 	pthread_rwlock_unlock(&nic->mr_lock);
-	if (err) {
-		/* Other registrations took every slot while this MR was out
-		 * of the table: it has no key any more and may only be
-		 * deregistered, which is what this code means. */
-		errno = err;
-		return IBV_REREG_MR_ERR_CMD;
-	}
 	return 0;
 }

@@ -301,6 +301,14 @@ static void qp_reset(struct uroce_qp *qp)
 	memset(&qp->resp, 0, sizeof(qp->resp));
 	memset(res, 0, UROCE_MAX_RD_ATOMIC * sizeof(*res));
 	qp->resp.res = res;
+	/* what the QP completed (its flushes, typically) goes with it, as a
+	 * NIC's provider cleans the CQs (libmlx5 does): a QP brought back
+	 * from error must not deliver the previous life's completions */
+	struct ibv_qp *ibqp = &qp->ibqpx.qp_base;
+	if (ibqp->send_cq)
+		uroce_cq_clean(to_ucq(ibqp->send_cq), ibqp->qp_num);
+	if (ibqp->recv_cq && ibqp->recv_cq != ibqp->send_cq)
+		uroce_cq_clean(to_ucq(ibqp->recv_cq), ibqp->qp_num);
 }
 
 static int qp_check_attr(struct uroce_qp *qp, const struct ibv_qp_attr *a,
@@ -687,7 +695,7 @@ static int build_send_wqe(struct uroce_qp *qp, uint32_t slot,
 	else {
 		err = uroce_resolve_sges(qp->nic, to_upd(qp->ibqpx.qp_base.pd),
 					 wr->sg_list, wr->num_sge,
-					 is_read || is_atomic, wqe->sge,
+					 is_read || is_atomic, false, wqe->sge,
 					 &wqe->length);
 		wqe->num_sge = wr->num_sge;
 	}

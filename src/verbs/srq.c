@@ -3,8 +3,8 @@
  *
  * A ring has max_wr + 1 slots, one kept empty, and a fixed array of
  * max_sge scatter elements per slot, so posting never allocates.  SGEs are
- * resolved against their lkeys when posted: the responder then only copies
- * into host memory.
+ * resolved against their lkeys when posted, and checked again (cheaply, by
+ * the MR's generation) when the responder consumes the WQE.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -72,9 +72,10 @@ int uroce_rq_post(struct uroce_nic *nic, struct uroce_pd *pd, struct uroce_rq *r
 			err = ENOMEM;	/* the queue is full */
 			break;
 		}
-		/* the responder writes into every element */
+		/* the responder writes into every element; as with a NIC, a
+		 * bad lkey is the consuming message's error, not the post's */
 		err = uroce_resolve_sges(nic, pd, wr->sg_list, wr->num_sge,
-					 true, w->sge, &w->length);
+					 true, true, w->sge, &w->length);
 		if (err)
 			break;
 		w->wr_id = wr->wr_id;

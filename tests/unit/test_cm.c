@@ -123,7 +123,9 @@ static void deliver(void)
 	deliver_len(PKT_LEN, true);
 }
 
-static void send_req(uint32_t comm_id, uint32_t qpn, uint64_t sid)
+/* A REQ of the given transport (byte 43) and extended transport (51). */
+static void send_req_of(uint32_t comm_id, uint32_t qpn, uint64_t sid,
+			unsigned transport, unsigned ext)
 {
 	uint8_t *pl = mad_start(CM_ATTR_REQ, 0x100000000ull | comm_id);
 
@@ -141,8 +143,15 @@ static void send_req(uint32_t comm_id, uint32_t qpn, uint64_t sid)
 	mad_set_bits(pl, REQ_BYTE50, 0xF0, IBV_MTU_1024);
 	mad_set_bits(pl, REQ_BYTE50, 0x07, 6);
 	mad_set_bits(pl, REQ_BYTE51, 0xF0, 15);
+	mad_set_bits(pl, REQ_BYTE43, 0x06, transport);
+	mad_set_bits(pl, REQ_BYTE51, 0x07, ext);
 	pl[REQ_PRIVATE_DATA] = 0xAB;
 	deliver();
+}
+
+static void send_req(uint32_t comm_id, uint32_t qpn, uint64_t sid)
+{
+	send_req_of(comm_id, qpn, sid, UROCE_CM_TRANSPORT_RC, 0);
 }
 
 static void send_ids(uint16_t attr, uint32_t local, uint32_t remote)
@@ -304,6 +313,35 @@ static void test_backlog_and_refusal(void **state)
 	assert_int_equal(uroce_cm_num_ids(nic), base);
 }
 
+/* XRC: transport 3 with extended type 1 is an XRC initiator's REQ, which
+ * only an XRC target's REP answers; transport 3 of another extended type,
+ * or the reserved 2, is no transport and is refused. */
+static void test_xrc_request(void **state)
+{
+	struct uroce_cm_rep_param rep = { .qp_num = 0x77, .starting_psn = 9,
+					  .target_ack_delay = 15 };
+	struct uroce_cm_id *l = listen_on(SID + 4, 4);
+	unsigned long rej;
+
+	(void)state;
+	seen.n = 0;
+	send_req_of(0x5001, PEER_QPN, SID + 4, UROCE_CM_TRANSPORT_XRC,
+		    CM_EXT_TRANSPORT_XRC);
+	assert_int_equal(seen.n, 1);
+	assert_int_equal(seen.ev[0].req.transport, UROCE_CM_TRANSPORT_XRC);
+	assert_int_equal(uroce_cm_send_rep(seen.ev[0].new_id, &rep), -EINVAL);
+	rep.xrc_target = true;
+	assert_int_equal(uroce_cm_send_rep(seen.ev[0].new_id, &rep), 0);
+	uroce_cm_destroy_id(seen.ev[0].new_id);
+
+	rej = stat(&nic->stats.mad_rejected);
+	send_req_of(0x5002, PEER_QPN + 1, SID + 4, UROCE_CM_TRANSPORT_XRC, 0);
+	send_req_of(0x5003, PEER_QPN + 2, SID + 4, 2, 0);
+	assert_int_equal(seen.n, 1);
+	assert_int_equal(stat(&nic->stats.mad_rejected) - rej, 2);
+	uroce_cm_destroy_id(l);
+}
+
 static void test_hostile_mads(void **state)
 {
 	static const uint16_t attrs[] = {
@@ -365,6 +403,7 @@ int main(void)
 		cmocka_unit_test(test_passive_connection),
 		cmocka_unit_test(test_no_listener),
 		cmocka_unit_test(test_backlog_and_refusal),
+		cmocka_unit_test(test_xrc_request),
 		cmocka_unit_test(test_hostile_mads),
 	};
 

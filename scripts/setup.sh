@@ -16,7 +16,8 @@ echo "wireshark-common wireshark-common/install-setuid boolean false" |
 apt-get update
 apt-get install -y build-essential cmake pkg-config libibverbs-dev libisal-dev \
 	libcmocka-dev ibverbs-utils perftest rdmacm-utils librdmacm-dev qperf fio \
-	tshark tcpdump python3 python3-scapy iproute2
+	tshark tcpdump python3 python3-scapy iproute2 python3-pyverbs libfabric-bin \
+	ucx-utils openmpi-bin libopenmpi-dev
 
 # Build as the user who ran sudo, so that ./build stays theirs and
 # scripts/demo.sh and scripts/test.sh can rebuild it without root.

@@ -114,6 +114,7 @@ struct uroce_pcap *uroce_pcap_open(const char *path)
 		.snaplen = PCAP_SNAPLEN, .linktype = LINKTYPE_ETHERNET,
 	};
 	struct uroce_pcap *pc = calloc(1, sizeof(*pc));
+	pthread_mutexattr_t recursive;
 
 	if (!pc)
 		goto fail;
@@ -133,7 +134,10 @@ struct uroce_pcap *uroce_pcap_open(const char *path)
 	pc->off = sizeof(h);
 	pc->ttl4 = default_ttl(AF_INET);
 	pc->hops6 = default_ttl(AF_INET6);
-	pthread_mutex_init(&pc->lock, NULL);
+	pthread_mutexattr_init(&recursive);
+	pthread_mutexattr_settype(&recursive, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&pc->lock, &recursive);
+	pthread_mutexattr_destroy(&recursive);
 	return pc;
 fail:
 	/* Like a bad setting: reported, and the program runs on without. */
@@ -352,4 +356,14 @@ bool uroce_pcap_rx(struct uroce_pcap *pc, const struct uroce_rxpkt *rx)
 			ip.ip_id = 0;
 	}
 	return write_frame(pc, &ip, &iov, 1);
+}
+
+void uroce_pcap_hold(struct uroce_pcap *pc)
+{
+	pthread_mutex_lock(&pc->lock);
+}
+
+void uroce_pcap_release(struct uroce_pcap *pc)
+{
+	pthread_mutex_unlock(&pc->lock);
 }

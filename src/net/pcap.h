@@ -24,5 +24,9 @@ void uroce_pcap_close(struct uroce_pcap *pc);
 bool uroce_pcap_tx(struct uroce_pcap *pc, const struct uroce_txpkt *pkt,
 		   uint16_t sport, uint16_t ip_id);
 bool uroce_pcap_rx(struct uroce_pcap *pc, const struct uroce_rxpkt *rx);
+/* Held from before a send until its packets are captured, so that no answer
+ * to them is captured first (the lock is the one every frame takes). */
+void uroce_pcap_hold(struct uroce_pcap *pc);
+void uroce_pcap_release(struct uroce_pcap *pc);
 
 #endif

@@ -718,16 +718,20 @@ static int udp_xmit(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
 			npkts[nmsg++] = k;
 			at += k;
 		}
+		if (p->pcap)
+			uroce_pcap_hold(p->pcap);
 		r = send_batch(fd, msg, nmsg);
-		if (r < 0) {
-			err = r;
-			break;
-		}
 		for (int m = 0; m < r; m++) {
 			/* what the kernel took, as it leaves */
 			if (p->pcap)
 				capture_tx(nic, tx, &pkts[sent], npkts[m]);
 			sent += npkts[m];
+		}
+		if (p->pcap)
+			uroce_pcap_release(p->pcap);
+		if (r < 0) {
+			err = r;
+			break;
 		}
 	}
 	atomic_fetch_add_explicit(&nic->stats.tx_packets, sent,

@@ -145,9 +145,13 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,
 	enum ibv_qp_type type = attr->qp_type;
 	bool xrc_tgt = type == IBV_QPT_XRC_RECV;
 
-	if (attr->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
-				IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
-		/* create flags, RSS, TSO: not supported */
+	if ((attr->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
+				 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+				 IBV_QP_INIT_ATTR_CREATE_FLAGS)) ||
+	    ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
+	     attr->create_flags)) {
+		/* create flags (an empty set is none), RSS, TSO: not
+		 * supported */
 		errno = EOPNOTSUPP;
 		return NULL;
 	}

@@ -339,8 +339,21 @@ struct uroce_comp_channel {
 	struct uroce_cq *ev_head, *ev_tail;
 };
 
+/* The extended CQ's poll state (verbs/cq_ex.c): a batch taken out of the
+ * ring, so that no lock is held between ibv_start_poll and ibv_end_poll (a
+ * poster may complete into this CQ meanwhile). */
+enum { UROCE_CQ_EX_BATCH = 16 };
+struct uroce_cq_ex_poll {
+	struct ibv_wc wc[UROCE_CQ_EX_BATCH];
+	unsigned n, cur;
+};
+
 struct uroce_cq {
-	struct ibv_cq ibcq;
+	union {				/* ibv_cq_ex begins as ibv_cq does */
+		struct ibv_cq ibcq;
+		struct ibv_cq_ex ibcqx;
+	};
+	struct uroce_cq_ex_poll *ex;	/* extended CQs only */
 	pthread_mutex_t lock;
 	struct ibv_wc *ring;
 	uint32_t size;			/* ring entries (>= cqe + 1) */

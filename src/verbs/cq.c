@@ -223,6 +223,17 @@ UROCE_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
 					  struct ibv_comp_channel *channel,
 					  int comp_vector)
 {
+	struct uroce_cq *cq = uroce_cq_create(context, cqe, cq_context, channel,
+					      comp_vector);
+
+	return cq ? &cq->ibcq : NULL;
+}
+
+struct uroce_cq *uroce_cq_create(struct ibv_context *context, int cqe,
+				 void *cq_context,
+				 struct ibv_comp_channel *channel,
+				 int comp_vector)
+{
 	struct uroce_cq *cq;
 	uint32_t slots;
 
@@ -256,7 +267,7 @@ UROCE_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe,
 		channel->refcnt++;
 		pthread_mutex_unlock(&context->mutex);
 	}
-	return &cq->ibcq;
+	return cq;
 }
 
 UROCE_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
@@ -328,6 +339,7 @@ UROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 	pthread_mutex_destroy(&ibcq->mutex);
 	pthread_mutex_destroy(&cq->lock);
 	free(cq->ring);
+	free(cq->ex);
 	free(cq);
 	return 0;
 }
@@ -391,7 +403,7 @@ bool uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
 
 /* Move up to n completions out; -EOVERFLOW once an overflowed CQ is empty,
  * since completions were lost and waiting for them would hang. */
-static int cq_take(struct uroce_cq *cq, int n, struct ibv_wc *wc)
+int uroce_cq_take(struct uroce_cq *cq, int n, struct ibv_wc *wc)
 {
 	int got = 0;
 
@@ -415,12 +427,20 @@ int uroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 	/* ibv_poll_cq reports errors as negative values */
 	if (num_entries < 0)
 		return -EINVAL;
-	got = cq_take(cq, num_entries, wc);
+	if (cq->ex && cq->ex->cur < cq->ex->n) {
+		/* an extended CQ's batch comes first: it is the oldest */
+		struct uroce_cq_ex_poll *p = cq->ex;
+
+		for (got = 0; got < num_entries && p->cur < p->n; got++)
+			wc[got] = p->wc[p->cur++];
+		return got;
+	}
+	got = uroce_cq_take(cq, num_entries, wc);
 	if (got == 0 && num_entries) {
 		/* Receive on this thread instead of waiting for the engine
 		 * thread to wake up: the completion may be one datagram away. */
 		uroce_engine_poll(nic);
-		got = cq_take(cq, num_entries, wc);
+		got = uroce_cq_take(cq, num_entries, wc);
 	}
 	if (got > 0)
 		uroce_engine_app_left(nic, false);

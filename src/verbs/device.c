@@ -197,6 +197,7 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->vctx.query_port = uroce_query_port_ex;
 	ctx->vctx.query_device_ex = uroce_query_device_ex;
 	ctx->vctx.create_qp_ex = uroce_create_qp_ex;
+	ctx->vctx.create_cq_ex = uroce_create_cq_ex;
 	ctx->vctx.open_xrcd = uroce_open_xrcd;
 	ctx->vctx.close_xrcd = uroce_close_xrcd;
 	ctx->vctx.create_srq_ex = uroce_create_srq_ex;

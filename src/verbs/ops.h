@@ -14,6 +14,15 @@ int uroce_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_w
 struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr);
 /* cq.c */
 int uroce_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
+/* ibv_create_cq's checks and CQ, for it and for the extended kind. */
+struct uroce_cq *uroce_cq_create(struct ibv_context *context, int cqe,
+				 void *cq_context,
+				 struct ibv_comp_channel *channel,
+				 int comp_vector);
+/* Up to n completions out of the ring (see verbs/cq.c). */
+int uroce_cq_take(struct uroce_cq *cq, int n, struct ibv_wc *wc);
+struct ibv_cq_ex *uroce_create_cq_ex(struct ibv_context *ctx,
+				     struct ibv_cq_init_attr_ex *attr);
 int uroce_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 /* srq.c */
 int uroce_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);

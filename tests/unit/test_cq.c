@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -567,6 +568,72 @@ static void test_concurrent_producers(void **state)
 	assert_int_equal(ibv_destroy_cq(cq), 0);
 }
 
+/* Extended CQs (verbs/cq_ex.c): start/next/end_poll read completions one
+ * at a time with every field; a cycle ended early leaves the rest for the
+ * next one and for ibv_poll_cq, in order; what has no field is refused. */
+static void test_cq_ex(void **state)
+{
+	struct ibv_context *c = ctx_of(state);
+	struct ibv_cq_init_attr_ex a = { .cqe = 8,
+					 .wc_flags = IBV_WC_STANDARD_FLAGS };
+	struct ibv_poll_cq_attr pa = { 0 };
+	struct ibv_cq_ex *cqx;
+	struct ibv_cq *cq;
+	struct ibv_wc wc[4];
+
+	a.wc_flags |= IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+	assert_null(uroce_create_cq_ex(c, &a));
+	assert_int_equal(errno, EOPNOTSUPP);
+	a.wc_flags = IBV_WC_STANDARD_FLAGS;
+	a.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+	a.flags = IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
+	assert_null(uroce_create_cq_ex(c, &a));
+	assert_int_equal(errno, EOPNOTSUPP);
+	a.flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+	cqx = uroce_create_cq_ex(c, &a);
+	assert_non_null(cqx);
+	cq = ibv_cq_ex_to_cq(cqx);
+
+	assert_int_equal(ibv_start_poll(cqx, &pa), ENOENT);
+	for (uint64_t i = 1; i <= 5; i++) {
+		struct ibv_wc w = { .wr_id = i, .opcode = IBV_WC_RECV,
+				    .byte_len = 100 * (uint32_t)i,
+				    .imm_data = htobe32(7), .qp_num = 0x42,
+				    .src_qp = 0x43, .wc_flags = IBV_WC_WITH_IMM,
+				    .sl = 1 };
+
+		assert_true(uroce_cq_push(to_ucq(cq), &w, false));
+	}
+	assert_int_equal(ibv_start_poll(cqx, &pa), 0);
+	assert_int_equal(cqx->wr_id, 1);
+	assert_int_equal(cqx->status, IBV_WC_SUCCESS);
+	assert_int_equal(ibv_wc_read_opcode(cqx), IBV_WC_RECV);
+	assert_int_equal(ibv_wc_read_byte_len(cqx), 100);
+	assert_int_equal(be32toh(ibv_wc_read_imm_data(cqx)), 7);
+	assert_int_equal(ibv_wc_read_qp_num(cqx), 0x42);
+	assert_int_equal(ibv_wc_read_src_qp(cqx), 0x43);
+	assert_int_equal(ibv_wc_read_wc_flags(cqx), IBV_WC_WITH_IMM);
+	assert_int_equal(ibv_wc_read_sl(cqx), 1);
+	assert_int_equal(ibv_next_poll(cqx), 0);
+	assert_int_equal(cqx->wr_id, 2);
+	assert_int_equal(ibv_wc_read_byte_len(cqx), 200);
+	ibv_end_poll(cqx);
+	/* 3 comes next, whichever way it is read */
+	assert_int_equal(ibv_poll_cq(cq, 1, wc), 1);
+	assert_int_equal(wc[0].wr_id, 3);
+	assert_int_equal(ibv_start_poll(cqx, &pa), 0);
+	assert_int_equal(cqx->wr_id, 4);
+	assert_int_equal(ibv_next_poll(cqx), 0);
+	assert_int_equal(cqx->wr_id, 5);
+	assert_int_equal(ibv_next_poll(cqx), ENOENT);
+	ibv_end_poll(cqx);
+	assert_int_equal(ibv_poll_cq(cq, 4, wc), 0);
+
+	pa.comp_mask = 1;
+	assert_int_equal(ibv_start_poll(cqx, &pa), EINVAL);
+	assert_int_equal(ibv_destroy_cq(cq), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -586,6 +653,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_destroy_waits_for_ack,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_resize, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cq_ex, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_producers,
 						setup, teardown),
 	};

@@ -19,6 +19,13 @@ apt-get install -y build-essential cmake pkg-config libibverbs-dev libisal-dev \
 	tshark tcpdump python3 python3-scapy iproute2 python3-pyverbs libfabric-bin \
 	ucx-utils openmpi-bin libopenmpi-dev
 
+# UCX takes an RDMA device only if /dev/infiniband/<its dev_name> is a
+# character device the user may read and write.  uroce0 has no kernel
+# device node; /dev/null stands in (on a /dev that is a tmpfs, as in most
+# containers, run this again after a restart).
+mkdir -p /dev/infiniband
+ln -sfn /dev/null /dev/infiniband/uroce0
+
 # Build as the user who ran sudo, so that ./build stays theirs and
 # scripts/demo.sh and scripts/test.sh can rebuild it without root.
 as_user() {

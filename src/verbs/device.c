@@ -26,7 +26,11 @@ static struct uroce_device the_device = {
 		 * (Ethernet) is a port attribute. */
 		.transport_type = IBV_TRANSPORT_IB,
 		.name = "uroce0",
-		.dev_name = "uverbs0",
+		/* UCX takes an RDMA device only if /dev/infiniband/<dev_name>
+		 * is a character device it may open; uroce has none, so
+		 * scripts/setup.sh links /dev/infiniband/uroce0 to /dev/null.
+		 * Not a kernel name: the link never hides a real node. */
+		.dev_name = "uroce0",
 		/* Paths that name no real sysfs node, so that tools reading
 		 * attribute files there (ibv_devinfo reads board_id through
 		 * ibdev_path) get a clean ENOENT rather than some kernel

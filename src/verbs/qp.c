@@ -639,6 +639,9 @@ static int fill_inline(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 
 		if (len > qp->init.cap.max_inline_data - total)
 			return EINVAL;
+		/* an empty element may name no memory at all (UCX's do) */
+		if (!len)
+			continue;
 		memcpy(buf + total, (void *)(uintptr_t)wr->sg_list[i].addr, len);
 		total += len;
 	}

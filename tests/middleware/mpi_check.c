@@ -35,18 +35,20 @@ static uint8_t echoed(size_t i, int round)
 static void pingpong(void)
 {
 	static const size_t sizes[] = { 8, 4096, 1 << 20 };
-	enum { ROUNDS = 200 };
+	/* the first rounds also set up the connection: not timed */
+	enum { WARMUP = 20, ROUNDS = 200 };
 
 	if (rank > 1)
 		return;
 	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
 		size_t len = sizes[s];
 		uint8_t *buf = malloc(len);
-		double t0;
+		double t0 = 0;
 
 		CHECK(buf);
-		t0 = MPI_Wtime();
-		for (int r = 0; r < ROUNDS; r++) {
+		for (int r = 0; r < WARMUP + ROUNDS; r++) {
+			if (r == WARMUP)
+				t0 = MPI_Wtime();
 			if (rank == 0) {
 				for (size_t i = 0; i < len; i++)
 					buf[i] = pattern(i, r);

@@ -319,6 +319,10 @@ struct uroce_context {
 struct uroce_pd {
 	struct ibv_pd ibpd;
 	atomic_uint use_cnt;		/* MRs, QPs, AHs, SRQs: dealloc is EBUSY */
+	/* A parent domain (ibv_alloc_parent_domain) protects with the PD it
+	 * was made from: to_upd() answers that one.  NULL for a plain PD. */
+	struct uroce_pd *protection;
+	atomic_uint *td_users;		/* its thread domain's count, or NULL */
 };
 
 struct uroce_mr {
@@ -354,6 +358,7 @@ struct uroce_cq {
 		struct ibv_cq_ex ibcqx;
 	};
 	struct uroce_cq_ex_poll *ex;	/* extended CQs only */
+	struct ibv_pd *parent_domain;	/* held while the CQ is, or NULL */
 	pthread_mutex_t lock;
 	struct ibv_wc *ring;
 	uint32_t size;			/* ring entries (>= cqe + 1) */
@@ -563,9 +568,13 @@ static inline struct uroce_mr *to_umr(struct ibv_mr *mr)
 {
 	return container_of(mr, struct uroce_mr, ibmr);
 }
+/* The PD that keys and addresses are checked against: a parent domain's
+ * own PD. */
 static inline struct uroce_pd *to_upd(struct ibv_pd *pd)
 {
-	return container_of(pd, struct uroce_pd, ibpd);
+	struct uroce_pd *p = container_of(pd, struct uroce_pd, ibpd);
+
+	return p->protection ? p->protection : p;
 }
 static inline struct uroce_srq *to_usrq(struct ibv_srq *srq)
 {

@@ -279,7 +279,7 @@ static uint8_t *resp_check_rkey(struct uroce_qp *qp, uint32_t rkey,
 {
 	struct uroce_mr *mr = uroce_mr_lookup(qp->nic, rkey);
 
-	if (!mr || &mr->pd->ibpd != resp_pd(qp) ||
+	if (!mr || !resp_pd(qp) || mr->pd != to_upd(resp_pd(qp)) ||
 	    !(mr->access & access) || !(qp->attr.qp_access_flags & access))
 		return NULL;
 	return uroce_mr_ptr(mr, va, len);

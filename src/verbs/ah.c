@@ -60,7 +60,7 @@ UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *ibpd,
 	ah->mtu = uroce_gid_path_mtu(nic, attr->grh.sgid_index);
 	ah->ibah.context = ibpd->context;
 	ah->ibah.pd = ibpd;
-	atomic_fetch_add(&to_upd(ibpd)->use_cnt, 1);
+	uroce_pd_hold(ibpd, 1);
 	return &ah->ibah;
 }
 
@@ -71,7 +71,7 @@ UROCE_EXPORT int ibv_destroy_ah(struct ibv_ah *ibah)
 	if (!ibah)
 		return EINVAL;
 	ah = to_uah(ibah);
-	atomic_fetch_sub(&to_upd(ibah->pd)->use_cnt, 1);
+	uroce_pd_hold(ibah->pd, -1);
 	free(ah);
 	return 0;
 }

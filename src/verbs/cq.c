@@ -338,6 +338,8 @@ UROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 	pthread_cond_destroy(&ibcq->cond);
 	pthread_mutex_destroy(&ibcq->mutex);
 	pthread_mutex_destroy(&cq->lock);
+	if (cq->parent_domain)
+		uroce_pd_hold(cq->parent_domain, -1);
 	free(cq->ring);
 	free(cq->ex);
 	free(cq);

@@ -151,9 +151,16 @@ struct ibv_cq_ex *uroce_create_cq_ex(struct ibv_context *ctx,
 	struct uroce_cq *cq;
 	struct ibv_cq_ex *cqx;
 
-	if (attr->comp_mask & ~(uint32_t)IBV_CQ_INIT_ATTR_MASK_FLAGS) {
-		/* parent domains */
-		errno = EOPNOTSUPP;
+	if (attr->comp_mask & ~(uint32_t)(IBV_CQ_INIT_ATTR_MASK_FLAGS |
+					  IBV_CQ_INIT_ATTR_MASK_PD)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	/* a CQ may belong to a parent domain (and its thread domain) */
+	if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
+	    (!attr->parent_domain || attr->parent_domain->context != ctx ||
+	     !uroce_pd_is_parent(attr->parent_domain))) {
+		errno = EINVAL;
 		return NULL;
 	}
 	/* single-threaded use is a hint; ignoring overruns is not offered;
@@ -177,6 +184,10 @@ struct ibv_cq_ex *uroce_create_cq_ex(struct ibv_context *ctx,
 		ibv_destroy_cq(&cq->ibcq);
 		errno = ENOMEM;
 		return NULL;
+	}
+	if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) {
+		cq->parent_domain = attr->parent_domain;
+		uroce_pd_hold(cq->parent_domain, 1);
 	}
 	cqx = &cq->ibcqx;
 	cqx->start_poll = start_poll;

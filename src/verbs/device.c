@@ -202,6 +202,9 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->vctx.query_device_ex = uroce_query_device_ex;
 	ctx->vctx.create_qp_ex = uroce_create_qp_ex;
 	ctx->vctx.create_cq_ex = uroce_create_cq_ex;
+	ctx->vctx.alloc_parent_domain = uroce_alloc_parent_domain;
+	ctx->vctx.alloc_td = uroce_alloc_td;
+	ctx->vctx.dealloc_td = uroce_dealloc_td;
 	ctx->vctx.open_xrcd = uroce_open_xrcd;
 	ctx->vctx.close_xrcd = uroce_close_xrcd;
 	ctx->vctx.create_srq_ex = uroce_create_srq_ex;

@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "uroce.h"
+#include "verbs/ops.h"
 
 /* verbs.h turns both into inline wrappers that pick ibv_reg_mr_iova2 when
  * optional access bits may be set; these are the exported entry points. */
@@ -274,12 +274,12 @@ static struct ibv_mr *reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
 	mr->iova = iova;
 	mr->access = kept;
 
-	atomic_fetch_add(&mr->pd->use_cnt, 1);
+	uroce_pd_hold(ibpd, 1);
 	pthread_rwlock_wrlock(&nic->mr_lock);
 	err = mr_publish_locked(nic, mr);
 	pthread_rwlock_unlock(&nic->mr_lock);
 	if (err) {
-		atomic_fetch_sub(&mr->pd->use_cnt, 1);
+		uroce_pd_hold(ibpd, -1);
 		free(mr);
 		errno = err;
 		return NULL;
@@ -315,7 +315,7 @@ UROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 		return EINVAL;
 	mr = to_umr(ibmr);
 	mr_unpublish(to_uctx(ibmr->context)->nic, mr);
-	atomic_fetch_sub(&mr->pd->use_cnt, 1);
+	uroce_pd_hold(ibmr->pd, -1);
 	free(mr);
 	return 0;
 }
@@ -395,15 +395,15 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags,
 			      memory_order_relaxed);
 	pthread_rwlock_unlock(&nic->mr_lock);
 	uroce_nic_quiesce(nic);	/* not under mr_lock: see mr_unpublish */
-	if (new_pd != mr->pd) {
-		atomic_fetch_add(&new_pd->use_cnt, 1);
-		atomic_fetch_sub(&mr->pd->use_cnt, 1);
+	if (flags & IBV_REREG_MR_CHANGE_PD) {
+		uroce_pd_hold(ibpd, 1);
+		uroce_pd_hold(ibmr->pd, -1);
+		ibmr->pd = ibpd;
 	}
 	mr->pd = new_pd;
 	mr->iova = iova;
 	mr->access = kept;
 	mr->gen++;
-	ibmr->pd = &new_pd->ibpd;
 	ibmr->addr = addr;
 	ibmr->length = length;
 

@@ -47,4 +47,14 @@ int uroce_gids_discover(struct uroce_nic *nic);
 /* Largest path MTU in bytes that the link of GID index gid carries. */
 uint32_t uroce_gid_path_mtu(struct uroce_nic *nic, unsigned gid);
 
+/* Count a user of ibpd, or drop one (delta -1): a parent domain and the PD
+ * it stands for are both kept from being deallocated (EBUSY). */
+void uroce_pd_hold(struct ibv_pd *ibpd, int delta);
+bool uroce_pd_is_parent(struct ibv_pd *ibpd);
+struct ibv_pd *uroce_alloc_parent_domain(struct ibv_context *ctx,
+					 struct ibv_parent_domain_init_attr *attr);
+struct ibv_td *uroce_alloc_td(struct ibv_context *ctx,
+			      struct ibv_td_init_attr *attr);
+int uroce_dealloc_td(struct ibv_td *td);
+
 #endif

@@ -45,7 +45,7 @@ static void qp_hold(struct uroce_qp *qp, int delta)
 	struct ibv_qp *ibqp = &qp->ibqpx.qp_base;
 
 	if (ibqp->pd)
-		atomic_fetch_add(&to_upd(ibqp->pd)->use_cnt, delta);
+		uroce_pd_hold(ibqp->pd, delta);
 	if (ibqp->send_cq)
 		atomic_fetch_add(&to_ucq(ibqp->send_cq)->use_cnt, delta);
 	if (ibqp->recv_cq)
@@ -677,7 +677,8 @@ static int build_send_wqe(struct uroce_qp *qp, uint32_t slot,
 	wqe->status = IBV_WC_SUCCESS;
 	wqe->ah = NULL;
 	if (qp->ibqpx.qp_base.qp_type == IBV_QPT_UD) {
-		if (!wr->wr.ud.ah || wr->wr.ud.ah->pd != qp->ibqpx.qp_base.pd)
+		if (!wr->wr.ud.ah ||
+		    to_upd(wr->wr.ud.ah->pd) != to_upd(qp->ibqpx.qp_base.pd))
 			return EINVAL;
 		wqe->ah = to_uah(wr->wr.ud.ah);
 		wqe->remote_qpn = wr->wr.ud.remote_qpn & QPN_MASK;

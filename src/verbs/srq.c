@@ -203,7 +203,7 @@ static struct ibv_srq *srq_create(struct ibv_context *ctx, struct ibv_pd *ibpd,
 	}
 	pthread_mutex_init(&srq->ibsrq.mutex, NULL);
 	pthread_cond_init(&srq->ibsrq.cond, NULL);
-	atomic_fetch_add(&to_upd(ibpd)->use_cnt, 1);
+	uroce_pd_hold(ibpd, 1);
 	if (xrcd) {
 		atomic_fetch_add(&xrcd->use_cnt, 1);
 		atomic_fetch_add(&to_ucq(cq)->use_cnt, 1);
@@ -325,7 +325,7 @@ UROCE_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 		atomic_fetch_sub(&srq->xrcd->use_cnt, 1);
 		atomic_fetch_sub(&to_ucq(srq->cq)->use_cnt, 1);
 	}
-	atomic_fetch_sub(&to_upd(ibsrq->pd)->use_cnt, 1);
+	uroce_pd_hold(ibsrq->pd, -1);
 	uroce_rq_destroy(&srq->rq);
 	pthread_cond_destroy(&ibsrq->cond);
 	pthread_mutex_destroy(&ibsrq->mutex);

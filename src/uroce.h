@@ -347,8 +347,17 @@ struct uroce_comp_channel {
  * ring, so that no lock is held between ibv_start_poll and ibv_end_poll (a
  * poster may complete into this CQ meanwhile). */
 enum { UROCE_CQ_EX_BATCH = 16 };
+
+/* When a completion was made: the free-running clock (ns of
+ * CLOCK_MONOTONIC, the device clock ibv_query_rt_values_ex reads) and the
+ * wall clock (ns since the epoch).  Kept only by CQs that ask. */
+struct uroce_cq_ts {
+	uint64_t raw, wall;
+};
+
 struct uroce_cq_ex_poll {
 	struct ibv_wc wc[UROCE_CQ_EX_BATCH];
+	struct uroce_cq_ts ts[UROCE_CQ_EX_BATCH];
 	unsigned n, cur;
 };
 
@@ -358,6 +367,7 @@ struct uroce_cq {
 		struct ibv_cq_ex ibcqx;
 	};
 	struct uroce_cq_ex_poll *ex;	/* extended CQs only */
+	struct uroce_cq_ts *ts;		/* one per ring slot, or NULL */
 	struct ibv_pd *parent_domain;	/* held while the CQ is, or NULL */
 	pthread_mutex_t lock;
 	struct ibv_wc *ring;

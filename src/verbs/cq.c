@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "transport/transport.h"
@@ -274,6 +275,7 @@ UROCE_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 {
 	struct uroce_cq *cq;
 	struct ibv_wc *ring, *old;
+	struct uroce_cq_ts *ts = NULL, *old_ts;
 	uint32_t slots, n;
 
 	if (!ibcq || cqe < 1 || cqe > UROCE_MAX_CQE)
@@ -281,26 +283,40 @@ UROCE_EXPORT int ibv_resize_cq(struct ibv_cq *ibcq, int cqe)
 	cq = to_ucq(ibcq);
 	slots = ring_slots(cqe);
 	ring = malloc((size_t)slots * sizeof(*ring));
-	if (!ring)
+	/* (cq->ts is set at creation only: reading it here is safe) */
+	if (ring && cq->ts)
+		ts = malloc((size_t)slots * sizeof(*ts));
+	if (!ring || (cq->ts && !ts)) {
+		free(ring);
 		return ENOMEM;
+	}
 	pthread_mutex_lock(&cq->lock);
 	n = cq_count(cq);
 	/* the man page: cqe must cover the entries not yet polled */
 	if (n > slots - 1) {
 		pthread_mutex_unlock(&cq->lock);
 		free(ring);
+		free(ts);
 		return EINVAL;
 	}
-	for (uint32_t i = 0; i < n; i++)
-		ring[i] = cq->ring[(cq->tail + i) & (cq->size - 1)];
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t at = (cq->tail + i) & (cq->size - 1);
+
+		ring[i] = cq->ring[at];
+		if (ts)
+			ts[i] = cq->ts[at];
+	}
 	old = cq->ring;
+	old_ts = cq->ts;
 	cq->ring = ring;
+	cq->ts = ts;
 	cq->size = slots;
 	cq->tail = 0;
 	cq->head = n;
 	ibcq->cqe = (int)(slots - 1);
 	pthread_mutex_unlock(&cq->lock);
 	free(old);
+	free(old_ts);
 	return 0;
 }
 
@@ -341,9 +357,26 @@ UROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 	if (cq->parent_domain)
 		uroce_pd_hold(cq->parent_domain, -1);
 	free(cq->ring);
+	free(cq->ts);
 	free(cq->ex);
 	free(cq);
 	return 0;
+}
+
+static void cq_stamp(struct uroce_cq_ts *ts)
+{
+	struct timespec wall;
+
+	ts->raw = uroce_now_ns();
+	clock_gettime(CLOCK_REALTIME, &wall);
+	ts->wall = (uint64_t)wall.tv_sec * 1000000000ull +
+		   (uint64_t)wall.tv_nsec;
+}
+
+int uroce_cq_keep_ts(struct uroce_cq *cq)
+{
+	cq->ts = calloc(cq->size, sizeof(*cq->ts));
+	return cq->ts ? 0 : ENOMEM;
 }
 
 void uroce_cq_clean(struct uroce_cq *cq, uint32_t qp_num)
@@ -356,6 +389,8 @@ void uroce_cq_clean(struct uroce_cq *cq, uint32_t qp_num)
 		if (cq->ring[i].qp_num == qp_num)
 			continue;
 		cq->ring[keep] = cq->ring[i];
+		if (cq->ts)
+			cq->ts[keep] = cq->ts[i];
 		keep = (keep + 1) & (cq->size - 1);
 	}
 	cq->head = keep;
@@ -378,6 +413,8 @@ bool uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
 		overflow_now = true;
 	} else {
 		cq->ring[cq->head] = *wc;
+		if (cq->ts)
+			cq_stamp(&cq->ts[cq->head]);
 		cq->head = (cq->head + 1) & (cq->size - 1);
 		/* solicited-only arming also fires on any completion in
 		 * error (IBTA, Request Completion Notification) */
@@ -405,12 +442,15 @@ bool uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited)
 
 /* Move up to n completions out; -EOVERFLOW once an overflowed CQ is empty,
  * since completions were lost and waiting for them would hang. */
-int uroce_cq_take(struct uroce_cq *cq, int n, struct ibv_wc *wc)
+int uroce_cq_take(struct uroce_cq *cq, int n, struct ibv_wc *wc,
+		  struct uroce_cq_ts *ts)
 {
 	int got = 0;
 
 	pthread_mutex_lock(&cq->lock);
 	while (got < n && cq->tail != cq->head) {
+		if (ts && cq->ts)
+			ts[got] = cq->ts[cq->tail];
 		wc[got++] = cq->ring[cq->tail];
 		cq->tail = (cq->tail + 1) & (cq->size - 1);
 	}
@@ -437,12 +477,12 @@ int uroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 			wc[got] = p->wc[p->cur++];
 		return got;
 	}
-	got = uroce_cq_take(cq, num_entries, wc);
+	got = uroce_cq_take(cq, num_entries, wc, NULL);
 	if (got == 0 && num_entries) {
 		/* Receive on this thread instead of waiting for the engine
 		 * thread to wake up: the completion may be one datagram away. */
 		uroce_engine_poll(nic);
-		got = uroce_cq_take(cq, num_entries, wc);
+		got = uroce_cq_take(cq, num_entries, wc, NULL);
 	}
 	if (got > 0)
 		uroce_engine_app_left(nic, false);

@@ -9,9 +9,10 @@
  * into this CQ, on its own thread) between start_poll and end_poll.  The
  * batch is the consumer's, as the completions ibv_poll_cq hands out are.
  *
- * Every field of struct ibv_wc can be read; what uroce does not record
- * (completion timestamps, VLANs, flow tags, tag matching) cannot be asked
- * for at creation (EOPNOTSUPP).
+ * Every field of struct ibv_wc can be read, and the completion's
+ * timestamps (raw: the free-running clock of ibv_query_rt_values_ex; wall
+ * clock), kept by CQs that ask for them; what uroce does not record (VLANs,
+ * flow tags, tag matching) cannot be asked for at creation (EOPNOTSUPP).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -19,8 +20,12 @@
 #include "transport/transport.h"
 #include "verbs/ops.h"
 
-/* The wc_flags a completion has a field for in struct ibv_wc. */
-#define WC_FLAGS_SUPPORTED IBV_WC_STANDARD_FLAGS
+/* The wc_flags a completion has a field for in struct ibv_wc, and its
+ * timestamps (uroce_cq_ts). */
+#define WC_FLAGS_TS                                                            \
+	(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |                                 \
+	 IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+#define WC_FLAGS_SUPPORTED (IBV_WC_STANDARD_FLAGS | WC_FLAGS_TS)
 
 static struct uroce_cq *to_ucqx(struct ibv_cq_ex *cqx)
 {
@@ -46,13 +51,13 @@ static void expose(struct ibv_cq_ex *cqx)
 static int refill(struct uroce_cq *cq)
 {
 	struct uroce_cq_ex_poll *p = cq->ex;
-	int got = uroce_cq_take(cq, UROCE_CQ_EX_BATCH, p->wc);
+	int got = uroce_cq_take(cq, UROCE_CQ_EX_BATCH, p->wc, p->ts);
 
 	if (got == 0) {
 		/* as ibv_poll_cq: receive here rather than wait for the
 		 * engine, the completion may be one datagram away */
 		uroce_engine_poll(to_uctx(cq->ibcq.context)->nic);
-		got = uroce_cq_take(cq, UROCE_CQ_EX_BATCH, p->wc);
+		got = uroce_cq_take(cq, UROCE_CQ_EX_BATCH, p->wc, p->ts);
 	}
 	p->cur = 0;
 	p->n = got > 0 ? (unsigned)got : 0;
@@ -145,6 +150,39 @@ static uint8_t read_dlid_path_bits(struct ibv_cq_ex *cqx)
 	return cur(cqx)->dlid_path_bits;
 }
 
+static const struct uroce_cq_ts *cur_ts(struct ibv_cq_ex *cqx)
+{
+	const struct uroce_cq_ex_poll *p = to_ucqx(cqx)->ex;
+
+	return &p->ts[p->cur];
+}
+
+static uint64_t read_completion_ts(struct ibv_cq_ex *cqx)
+{
+	return cur_ts(cqx)->raw;
+}
+
+static uint64_t read_completion_wallclock_ns(struct ibv_cq_ex *cqx)
+{
+	return cur_ts(cqx)->wall;
+}
+
+/* The device clock completions are stamped with: CLOCK_MONOTONIC in ns,
+ * whole in tv_nsec as mlx5 reports its cycle counter (hca_core_clock, in
+ * kHz, says 1 GHz). */
+int uroce_query_rt_values(struct ibv_context *ctx,
+			  struct ibv_values_ex *values)
+{
+	(void)ctx;
+	if (values->comp_mask & ~(uint32_t)IBV_VALUES_MASK_RAW_CLOCK)
+		return EINVAL;
+	if (values->comp_mask & IBV_VALUES_MASK_RAW_CLOCK) {
+		values->raw_clock.tv_sec = 0;
+		values->raw_clock.tv_nsec = (long)uroce_now_ns();
+	}
+	return 0;
+}
+
 struct ibv_cq_ex *uroce_create_cq_ex(struct ibv_context *ctx,
 				     struct ibv_cq_init_attr_ex *attr)
 {
@@ -185,6 +223,11 @@ struct ibv_cq_ex *uroce_create_cq_ex(struct ibv_context *ctx,
 		errno = ENOMEM;
 		return NULL;
 	}
+	if ((attr->wc_flags & WC_FLAGS_TS) && uroce_cq_keep_ts(cq)) {
+		ibv_destroy_cq(&cq->ibcq);
+		errno = ENOMEM;
+		return NULL;
+	}
 	if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) {
 		cq->parent_domain = attr->parent_domain;
 		uroce_pd_hold(cq->parent_domain, 1);
@@ -203,5 +246,7 @@ struct ibv_cq_ex *uroce_create_cq_ex(struct ibv_context *ctx,
 	cqx->read_slid = read_slid;
 	cqx->read_sl = read_sl;
 	cqx->read_dlid_path_bits = read_dlid_path_bits;
+	cqx->read_completion_ts = read_completion_ts;
+	cqx->read_completion_wallclock_ns = read_completion_wallclock_ns;
 	return cqx;
 }

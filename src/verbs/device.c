@@ -202,6 +202,7 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->vctx.query_device_ex = uroce_query_device_ex;
 	ctx->vctx.create_qp_ex = uroce_create_qp_ex;
 	ctx->vctx.create_cq_ex = uroce_create_cq_ex;
+	ctx->vctx.query_rt_values = uroce_query_rt_values;
 	ctx->vctx.alloc_parent_domain = uroce_alloc_parent_domain;
 	ctx->vctx.alloc_td = uroce_alloc_td;
 	ctx->vctx.dealloc_td = uroce_dealloc_td;
@@ -313,13 +314,16 @@ int uroce_query_device_ex(struct ibv_context *context,
 	if (!context || !attr || (input && input->comp_mask) ||
 	    attr_size < sizeof(attr->orig_attr))
 		return EINVAL;
-	/* Everything past orig_attr stays zero (no ODP, timestamps, TSO, RSS,
+	/* Everything past orig_attr stays zero (no ODP, TSO, RSS,
 	 * tag matching, CQ moderation, device memory, ...) except what
 	 * follows. */
 	memset(&ex, 0, sizeof(ex));
 	uroce_fill_device_attr(to_uctx(context)->nic, &ex.orig_attr);
 	ex.device_cap_flags_ex = ex.orig_attr.device_cap_flags;
 	ex.phys_port_cnt_ex = ex.orig_attr.phys_port_cnt;
+	/* completions can be stamped with a 64-bit ns clock (verbs/cq_ex.c) */
+	ex.completion_timestamp_mask = UINT64_MAX;
+	ex.hca_core_clock = 1000000;	/* kHz */
 
 	/* The caller's struct may be older (shorter) or newer (longer) than
 	 * ours: fill what both know and zero the rest. */

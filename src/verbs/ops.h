@@ -19,8 +19,15 @@ struct uroce_cq *uroce_cq_create(struct ibv_context *context, int cqe,
 				 void *cq_context,
 				 struct ibv_comp_channel *channel,
 				 int comp_vector);
-/* Up to n completions out of the ring (see verbs/cq.c). */
-int uroce_cq_take(struct uroce_cq *cq, int n, struct ibv_wc *wc);
+/* Up to n completions out of the ring (see verbs/cq.c), with their
+ * timestamps into ts if it is not NULL (and the CQ keeps them). */
+int uroce_cq_take(struct uroce_cq *cq, int n, struct ibv_wc *wc,
+		  struct uroce_cq_ts *ts);
+/* Keep a timestamp with every completion from now on (extended CQs that
+ * ask); ENOMEM. */
+int uroce_cq_keep_ts(struct uroce_cq *cq);
+int uroce_query_rt_values(struct ibv_context *ctx,
+			  struct ibv_values_ex *values);
 struct ibv_cq_ex *uroce_create_cq_ex(struct ibv_context *ctx,
 				     struct ibv_cq_init_attr_ex *attr);
 int uroce_req_notify_cq(struct ibv_cq *cq, int solicited_only);

@@ -581,7 +581,7 @@ static void test_cq_ex(void **state)
 	struct ibv_cq *cq;
 	struct ibv_wc wc[4];
 
-	a.wc_flags |= IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+	a.wc_flags |= IBV_WC_EX_WITH_CVLAN;	/* no VLANs on loopback UDP */
 	assert_null(uroce_create_cq_ex(c, &a));
 	assert_int_equal(errno, EOPNOTSUPP);
 	a.wc_flags = IBV_WC_STANDARD_FLAGS;
@@ -634,6 +634,52 @@ static void test_cq_ex(void **state)
 	assert_int_equal(ibv_destroy_cq(cq), 0);
 }
 
+/* Completion timestamps: the free-running clock ibv_query_rt_values_ex
+ * reads (ns), and the wall clock, at the moment the completion was made;
+ * kept across a resize. */
+static void test_cq_ex_timestamps(void **state)
+{
+	struct ibv_context *c = ctx_of(state);
+	struct ibv_cq_init_attr_ex a = {
+		.cqe = 2,
+		.wc_flags = IBV_WC_STANDARD_FLAGS |
+			    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+			    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK,
+	};
+	struct ibv_values_ex v = { .comp_mask = IBV_VALUES_MASK_RAW_CLOCK };
+	struct ibv_poll_cq_attr pa = { 0 };
+	struct ibv_wc w = { .wr_id = 1 };
+	struct ibv_cq_ex *cqx = uroce_create_cq_ex(c, &a);
+	struct timespec wall;
+	uint64_t before, after, wall_ns;
+
+	assert_non_null(cqx);
+	assert_int_equal(uroce_query_rt_values(c, &v), 0);
+	before = (uint64_t)v.raw_clock.tv_nsec;
+	assert_true(uroce_cq_push(to_ucq(ibv_cq_ex_to_cq(cqx)), &w, false));
+	assert_int_equal(ibv_resize_cq(ibv_cq_ex_to_cq(cqx), 40), 0);
+	w.wr_id = 2;
+	assert_true(uroce_cq_push(to_ucq(ibv_cq_ex_to_cq(cqx)), &w, false));
+	assert_int_equal(uroce_query_rt_values(c, &v), 0);
+	after = (uint64_t)v.raw_clock.tv_nsec;
+	clock_gettime(CLOCK_REALTIME, &wall);
+	wall_ns = (uint64_t)wall.tv_sec * 1000000000ull + (uint64_t)wall.tv_nsec;
+
+	assert_int_equal(ibv_start_poll(cqx, &pa), 0);
+	assert_int_equal(cqx->wr_id, 1);
+	assert_in_range(ibv_wc_read_completion_ts(cqx), before, after);
+	assert_in_range(ibv_wc_read_completion_wallclock_ns(cqx),
+			wall_ns - 60000000000ull, wall_ns);
+	assert_int_equal(ibv_next_poll(cqx), 0);
+	assert_int_equal(cqx->wr_id, 2);
+	assert_in_range(ibv_wc_read_completion_ts(cqx), before, after);
+	ibv_end_poll(cqx);
+
+	v.comp_mask = 2;
+	assert_int_equal(uroce_query_rt_values(c, &v), EINVAL);
+	assert_int_equal(ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -654,6 +700,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_resize, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cq_ex, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cq_ex_timestamps, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_producers,
 						setup, teardown),
 	};

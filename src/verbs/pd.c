@@ -109,6 +109,7 @@ int uroce_dealloc_td(struct ibv_td *ibtd)
 struct ibv_pd *uroce_alloc_parent_domain(struct ibv_context *ctx,
 					 struct ibv_parent_domain_init_attr *attr)
 {
+	struct ibv_pd *parent;
 	struct uroce_pd *pd;
 
 	if (!attr || !attr->pd || attr->pd->context != ctx ||
@@ -121,13 +122,10 @@ struct ibv_pd *uroce_alloc_parent_domain(struct ibv_context *ctx,
 		errno = EINVAL;
 		return NULL;
 	}
-	pd = calloc(1, sizeof(*pd));
-	if (!pd) {
-		errno = ENOMEM;
+	parent = ibv_alloc_pd(ctx);
+	if (!parent)
 		return NULL;
-	}
-	pd->ibpd.context = ctx;
-	atomic_init(&pd->use_cnt, 0);
+	pd = pd_object(parent);
 	pd->protection = pd_object(attr->pd);
 	atomic_fetch_add(&pd->protection->use_cnt, 1);
 	if (attr->td) {

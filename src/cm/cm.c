@@ -920,11 +920,12 @@ static void rx_req(struct uroce_cm *cm, const struct cm_mad_rx *m,
 		return;
 	}
 	unsigned transport = mad_bits(req, REQ_BYTE43, 0x06);
+	bool known = transport == UROCE_CM_TRANSPORT_RC ||
+		     transport == UROCE_CM_TRANSPORT_UC ||
+		     (transport == UROCE_CM_TRANSPORT_XRC &&
+		      mad_bits(req, REQ_BYTE51, 0x07) == CM_EXT_TRANSPORT_XRC);
 
-	if (transport == UROCE_CM_TRANSPORT_XRC &&
-	    mad_bits(req, REQ_BYTE51, 0x07) != CM_EXT_TRANSPORT_XRC)
-		transport = 2;		/* no transport we know */
-	if (transport == 2 || !reply_path(nic, m, &path)) {
+	if (!known || !reply_path(nic, m, &path)) {
 		uroce_cm_reply_rej(nic, m, UROCE_CM_REJ_CONSUMER_DEFINED);
 		return;
 	}

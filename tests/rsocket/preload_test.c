@@ -1,9 +1,9 @@
 /*
  * A plain TCP program for librspreload.so: a server and a client (forked
  * before either opens a socket) exchange data with read / write, readv /
- * writev, send / recv(MSG_WAITALL), sendfile, through a dup2'ed fd, with a
- * nonblocking connect waited for by poll and a select before the first
- * read, then shutdown(SHUT_WR) and EOF both ways.  Every socket must turn
+ * writev, send / recv(MSG_WAITALL), sendfile, through an fd dup2'ed over
+ * an open file, with a nonblocking connect waited for by poll and a select
+ * before the first read, then shutdown(SHUT_WR) and EOF both ways.  Every socket must turn
  * out to be an rsocket (getsockopt SOL_RDMA answers), or the test fails.
  *
  * usage: preload_test <port>
@@ -230,8 +230,11 @@ static int client(int port)
 	if (writev(fd, iov, 2) != sizeof(a) + sizeof(b))
 		fail("client", "writev");
 
-	fd2 = dup2(fd, fd + 10);
-	if (fd2 < 0 || close(fd))
+	/* onto an fd the program holds itself: the libraries' own fds (uroce's
+	 * sockets, pipes, eventfds) make any other number unsafe to assume free,
+	 * as for any program that links libraries holding fds */
+	fd2 = open("/dev/null", O_RDONLY);
+	if (fd2 < 0 || dup2(fd, fd2) != fd2 || close(fd))
 		fail("client", "dup2 / close");
 	write_all(fd2, "dup", 3, "client");
 	if (shutdown(fd2, SHUT_WR))

@@ -18,6 +18,7 @@
 #include <sys/uio.h>
 
 #include "params.h"
+#include "verbs_newer.h"
 
 #define UROCE_EXPORT __attribute__((visibility("default")))
 
@@ -459,7 +460,8 @@ struct uroce_send_wqe {
 	uint32_t length;		/* total message bytes */
 	uint64_t remote_addr;
 	uint32_t rkey;
-	uint64_t compare_add, swap;
+	uint64_t compare_add, swap;	/* ATOMIC_WRITE: the value, as given */
+	uint8_t flush_type, flush_level;
 	/* UD */
 	struct uroce_ah *ah;
 	uint32_t remote_qpn, remote_qkey;
@@ -485,6 +487,8 @@ struct uroce_resp_res {
 
 struct uroce_qp {
 	struct ibv_qp_ex ibqpx;		/* ibqpx.qp_base is the ibv_qp */
+	/* where a newer rdma-core's struct ibv_qp_ex has it: see verbs_newer.h */
+	uroce_wr_flush_fn wr_flush;
 	struct uroce_nic *nic;
 	struct uroce_context *ctx;
 	uint32_t index;			/* into nic->qps */
@@ -561,6 +565,8 @@ struct uroce_qp {
 		uint32_t res_count, res_next;
 	} resp;
 };
+_Static_assert(offsetof(struct uroce_qp, wr_flush) == sizeof(struct ibv_qp_ex),
+	       "wr_flush must directly follow struct ibv_qp_ex");
 
 static inline struct uroce_qp *to_uqp(struct ibv_qp *qp)
 {

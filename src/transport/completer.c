@@ -9,16 +9,13 @@
 #include "transport/opcode.h"
 #include "transport/transport.h"
 
-static bool wqe_is_read_or_atomic(const struct uroce_send_wqe *wqe)
-{
-	return wqe->opcode == IBV_WR_RDMA_READ ||
-	       wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-	       wqe->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
-}
-
 static enum ibv_wc_opcode wc_opcode(enum ibv_wr_opcode op)
 {
-	switch (op) {
+	switch ((int)op) {
+	case IBV_WR_ATOMIC_WRITE:
+		return IBV_WC_ATOMIC_WRITE;
+	case UROCE_WR_FLUSH:
+		return (enum ibv_wc_opcode)UROCE_WC_FLUSH;
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 		return IBV_WC_RDMA_WRITE;
@@ -49,7 +46,7 @@ void uroce_comp_complete_tail(struct uroce_qp *qp, enum ibv_wc_status status)
 		};
 		uroce_cq_push(to_ucq(qp->ibqpx.qp_base.send_cq), &wc, false);
 	}
-	if (wqe_is_read_or_atomic(wqe) && wqe->state != WQE_POSTED)
+	if (uroce_wqe_is_read_or_atomic(wqe) && wqe->state != WQE_POSTED)
 		qp->req.rd_atomic_out--;
 	wqe->state = WQE_DONE;
 	qp->sq_tail = (qp->sq_tail + 1) % qp->sq_size;
@@ -116,7 +113,7 @@ static void comp_ack_upto(struct uroce_qp *qp, uint32_t upto)
 		if (psn_diff(upto, qp->comp.psn) <= 0)
 			break;
 		end = psn_add(wqe->first_psn, wqe->npkts);
-		if (wqe_is_read_or_atomic(wqe)) {
+		if (uroce_wqe_is_read_or_atomic(wqe)) {
 			comp_rewind(qp);
 			break;
 		}
@@ -149,7 +146,10 @@ static void comp_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	if (qp->sq_tail == qp->sq_head)
 		return;
 	wqe = &qp->sq[qp->sq_tail];
-	if (wqe->opcode != IBV_WR_RDMA_READ || wqe->state == WQE_POSTED)
+	if (!uroce_wqe_is_read_or_atomic(wqe) ||
+	    wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	    wqe->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ||
+	    wqe->state == WQE_POSTED)
 		return;
 	if (pkt->psn != qp->comp.psn) {
 		if (psn_diff(pkt->psn, qp->comp.psn) > 0)
@@ -164,14 +164,21 @@ static void comp_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	offset = idx * qp->mtu;
 	first = pkt->mask & OPM_FIRST;
 	last = pkt->mask & OPM_LAST;
-	expect = wqe->length - offset < qp->mtu ? wqe->length - offset : qp->mtu;
+	/* FLUSH and ATOMIC_WRITE are answered by one empty READ response */
+	if (wqe->opcode != IBV_WR_RDMA_READ)
+		expect = 0;
+	else if (wqe->length - offset < qp->mtu)
+		expect = wqe->length - offset;
+	else
+		expect = qp->mtu;
 	if (first != (idx == 0) || last != (idx == wqe->npkts - 1) ||
 	    pkt->paylen != expect) {
 		STAT_INC(qp->nic, rx_malformed);
 		return;
 	}
-	uroce_sge_scatter(wqe->sge, wqe->num_sge, offset, pkt->payload,
-			  pkt->paylen);
+	if (expect)
+		uroce_sge_scatter(wqe->sge, wqe->num_sge, offset, pkt->payload,
+				  pkt->paylen);
 	comp_progress(qp, psn_add(pkt->psn, 1));
 	if (last) {
 		wqe->state = WQE_DONE;
@@ -189,7 +196,8 @@ static void comp_atomic_ack(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	if (qp->sq_tail == qp->sq_head)
 		return;
 	wqe = &qp->sq[qp->sq_tail];
-	if (!wqe_is_read_or_atomic(wqe) || wqe->opcode == IBV_WR_RDMA_READ ||
+	if ((wqe->opcode != IBV_WR_ATOMIC_CMP_AND_SWP &&
+	     wqe->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD) ||
 	    wqe->state == WQE_POSTED || pkt->psn != qp->comp.psn ||
 	    pkt->psn != wqe->first_psn) {
 		STAT_INC(qp->nic, rx_duplicate);

@@ -19,6 +19,7 @@ enum {
 	IETH_LEN = 4,
 	DETH_LEN = 8,
 	XRCETH_LEN = 4,
+	FETH_LEN = 4,
 	ICRC_LEN = 4,
 };
 
@@ -85,6 +86,16 @@ static inline void reth_set(uint8_t *h, uint64_t va, uint32_t rkey, uint32_t len
 	put_be64(h, va);
 	put_be32(h + 8, rkey);
 	put_be32(h + 12, len);
+}
+
+/* FETH: reserved(26) selectivity level(2) placement type(4) */
+enum { FETH_PLT_GLOBAL = 1, FETH_PLT_PERSISTENT = 2 };
+enum { FETH_SEL_RANGE = 0, FETH_SEL_MR = 1 };
+static inline uint8_t feth_plt(const uint8_t *h) { return h[3] & 0xF; }
+static inline uint8_t feth_sel(const uint8_t *h) { return (h[3] >> 4) & 3; }
+static inline void feth_set(uint8_t *h, uint8_t plt, uint8_t sel)
+{
+	put_be32(h, (uint32_t)(sel & 3) << 4 | (plt & 0xF));
 }
 
 /* AETH: syndrome(8) MSN(24) */

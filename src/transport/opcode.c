@@ -2,9 +2,10 @@
 #include "transport/hdr.h"
 
 /* Extension header order within a packet (IBTA 9.2): BTH, XRCETH or DETH,
- * RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH. */
+ * FETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH. */
 #define HDRS(m) (BTH_LEN + ((m) & OPM_DETH ? DETH_LEN : 0) +                  \
 		 ((m) & OPM_XRCETH ? XRCETH_LEN : 0) +                         \
+		 ((m) & OPM_FETH ? FETH_LEN : 0) +                             \
 		 ((m) & OPM_RETH ? RETH_LEN : 0) +                             \
 		 ((m) & OPM_ATMETH ? ATMETH_LEN : 0) +                         \
 		 ((m) & OPM_AETH ? AETH_LEN : 0) +                             \
@@ -12,8 +13,9 @@
 		 ((m) & OPM_IMMDT ? IMMDT_LEN : 0) +                           \
 		 ((m) & OPM_IETH ? IETH_LEN : 0))
 #define OFF_DETH(m) ((m) & OPM_DETH ? BTH_LEN : 0)
-#define AT_RETH(m) (BTH_LEN + ((m) & OPM_DETH ? DETH_LEN : 0) +               \
+#define AT_FETH(m) (BTH_LEN + ((m) & OPM_DETH ? DETH_LEN : 0) +               \
 		    ((m) & OPM_XRCETH ? XRCETH_LEN : 0))
+#define AT_RETH(m) (AT_FETH(m) + ((m) & OPM_FETH ? FETH_LEN : 0))
 #define AT_ATMETH(m) (AT_RETH(m) + ((m) & OPM_RETH ? RETH_LEN : 0))
 #define AT_AETH(m) (AT_ATMETH(m) + ((m) & OPM_ATMETH ? ATMETH_LEN : 0))
 #define AT_ATMACK(m) (AT_AETH(m) + ((m) & OPM_AETH ? AETH_LEN : 0))
@@ -24,6 +26,7 @@
 	[code] = {                                                             \
 		.name = nm, .mask = (m), .hdr_len = HDRS(m),                   \
 		.deth = OFF_DETH(m),                                           \
+		.feth = (m) & OPM_FETH ? AT_FETH(m) : 0,                       \
 		.reth = (m) & OPM_RETH ? AT_RETH(m) : 0,                       \
 		.atmeth = (m) & OPM_ATMETH ? AT_ATMETH(m) : 0,                 \
 		.aeth = (m) & OPM_AETH ? AT_AETH(m) : 0,                       \
@@ -89,6 +92,12 @@ const struct ib_opcode_info ib_opcodes[256] = {
 	SEND_OPS(IB_OPC_RC, "RC", 0),
 	WRITE_OPS(IB_OPC_RC, "RC", 0),
 	RDMA_OPS(IB_OPC_RC, "RC", 0),
+	/* RC only, as Soft-RoCE: both are answered by a zero-length READ
+	 * response and use a responder resource, as a READ does */
+	OP(IB_OPC_RC | IB_OP_FLUSH, "RC_FLUSH",
+	   OPM_REQ | OPM_FLUSH | OPM_ONLY | OPM_FETH | OPM_RETH),
+	OP(IB_OPC_RC | IB_OP_ATOMIC_WRITE, "RC_ATOMIC_WRITE",
+	   OPM_REQ | OPM_ATOMIC_WRITE | OPM_ONLY | OPM_RETH | OPM_PAYLOAD),
 
 	SEND_OPS(IB_OPC_UC, "UC", 0),
 	WRITE_OPS(IB_OPC_UC, "UC", 0),

@@ -37,6 +37,8 @@ enum ib_opcode {
 	IB_OP_FETCH_ADD = 0x14,
 	IB_OP_SEND_LAST_INV = 0x16,
 	IB_OP_SEND_ONLY_INV = 0x17,
+	IB_OP_FLUSH = 0x1C,		/* memory placement extensions (IBTA 1.5) */
+	IB_OP_ATOMIC_WRITE = 0x1D,
 };
 
 /* Header presence and role of an opcode. */
@@ -61,6 +63,9 @@ enum ib_opcode_mask {
 	OPM_ATOMIC = 1 << 16,
 	OPM_COMP = 1 << 17,		/* consumes a receive WQE at the responder */
 	OPM_XRCETH = 1 << 18,		/* XRC request: names the target's SRQ */
+	OPM_FETH = 1 << 19,		/* FLUSH: placement type and selectivity */
+	OPM_FLUSH = 1 << 20,
+	OPM_ATOMIC_WRITE = 1 << 21,
 };
 
 struct ib_opcode_info {
@@ -68,7 +73,7 @@ struct ib_opcode_info {
 	uint32_t mask;			/* 0: opcode not valid */
 	uint8_t hdr_len;		/* BTH + every extension header */
 	/* offsets from the BTH start; 0 = absent */
-	uint8_t reth, aeth, atmeth, atmack, immdt, ieth, deth;
+	uint8_t feth, reth, aeth, atmeth, atmack, immdt, ieth, deth;
 };
 
 extern const struct ib_opcode_info ib_opcodes[256];

@@ -168,7 +168,8 @@ void uroce_recv_batch(struct uroce_nic *nic, struct uroce_rxpkt *pkts, int n)
 			uroce_comp_rx(qp, &pkt);
 			continue;
 		}
-		one_sided |= !!(pkt.mask & (OPM_WRITE | OPM_READ | OPM_ATOMIC));
+		one_sided |= !!(pkt.mask & (OPM_WRITE | OPM_READ | OPM_ATOMIC |
+					    OPM_FLUSH | OPM_ATOMIC_WRITE));
 		uroce_resp_rx(qp, &pkt);
 		if (qp->resp.ack_pending && !qp->resp.ack_listed) {
 			if (nic->n_acks_owed == ARRAY_SIZE(nic->acks_owed))

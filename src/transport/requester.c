@@ -11,13 +11,6 @@
 
 enum { REQ_TX_BATCH = 16 };
 
-static bool wqe_is_read_or_atomic(const struct uroce_send_wqe *wqe)
-{
-	return wqe->opcode == IBV_WR_RDMA_READ ||
-	       wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-	       wqe->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
-}
-
 static uint32_t pkts_for(uint32_t len, uint32_t mtu)
 {
 	return len ? (len + mtu - 1) / mtu : 1;
@@ -27,9 +20,11 @@ static uint32_t pkts_for(uint32_t len, uint32_t mtu)
 static uint32_t wqe_npkts(const struct uroce_qp *qp,
 			  const struct uroce_send_wqe *wqe)
 {
-	switch (wqe->opcode) {
+	switch ((int)wqe->opcode) {
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+	case IBV_WR_ATOMIC_WRITE:
+	case UROCE_WR_FLUSH:
 		return 1;
 	default:
 		return pkts_for(wqe->length, qp->mtu);
@@ -79,7 +74,26 @@ static void build_request(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 		put_be32(h + hl, wqe->remote_srqn & QPN_MASK);
 		hl += XRCETH_LEN;
 	}
-	switch (wqe->opcode) {
+	switch ((int)wqe->opcode) {
+	case UROCE_WR_FLUSH:
+		bth_init(h, service | IB_OP_FLUSH, 0, 0, pkey, dqpn, 1, psn);
+		feth_set(h + hl, wqe->flush_type, wqe->flush_level);
+		hl += FETH_LEN;
+		reth_set(h + hl, wqe->remote_addr, wqe->rkey, wqe->length);
+		hl += RETH_LEN;
+		last = true;
+		break;
+	case IBV_WR_ATOMIC_WRITE:
+		bth_init(h, service | IB_OP_ATOMIC_WRITE, 0, 0, pkey, dqpn, 1, psn);
+		reth_set(h + hl, wqe->remote_addr, wqe->rkey, 8);
+		hl += RETH_LEN;
+		/* the 8 bytes go as the application gave them */
+		p->iov[1].iov_base = &wqe->compare_add;
+		p->iov[1].iov_len = 8;
+		npay = 1;
+		paylen = 8;
+		last = true;
+		break;
 	case IBV_WR_RDMA_READ: {
 		/* One request for the rest of the message: a retransmission
 		 * from the middle asks only for what is missing. */
@@ -281,7 +295,7 @@ void uroce_req_progress(struct uroce_qp *qp)
 			if ((wqe->send_flags & IBV_SEND_FENCE) &&
 			    qp->req.rd_atomic_out)
 				break;
-			if (wqe_is_read_or_atomic(wqe)) {
+			if (uroce_wqe_is_read_or_atomic(wqe)) {
 				if (qp->req.rd_atomic_out >= qp->attr.max_rd_atomic)
 					break;
 				qp->req.rd_atomic_out++;
@@ -294,7 +308,7 @@ void uroce_req_progress(struct uroce_qp *qp)
 		}
 
 		build_request(qp, wqe, &pkts[n++], &last);
-		if (wqe_is_read_or_atomic(wqe)) {
+		if (uroce_wqe_is_read_or_atomic(wqe)) {
 			/* the request consumes the PSNs of all its responses */
 			qp->req.psn = psn_add(wqe->first_psn, wqe->npkts);
 		} else {

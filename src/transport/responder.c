@@ -5,6 +5,8 @@
  */
 #include <arpa/inet.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "transport/hdr.h"
 #include "transport/opcode.h"
@@ -70,8 +72,10 @@ static void send_read_responses(struct uroce_qp *qp,
 			aeth_set(p->hdr + hl, AETH_ACK_UNLIMITED, qp->resp.msn);
 			hl += AETH_LEN;
 		}
-		p->iov[1].iov_base = (void *)(base + off);
-		p->iov[1].iov_len = len;
+		if (len) {	/* base is NULL when nothing is read */
+			p->iov[1].iov_base = (void *)(base + off);
+			p->iov[1].iov_len = len;
+		}
 		uroce_pkt_finish(qp, p, hl, len ? 1 : 0, len);
 		if (n == RESP_TX_BATCH) {
 			uroce_xmit(qp, pkts, n);
@@ -480,6 +484,114 @@ static void resp_atomic(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	qp->resp.psn = psn_add(qp->resp.psn, 1);
 }
 
+/* Remember an executed FLUSH or ATOMIC_WRITE (its duplicate is answered,
+ * never executed again) and answer it with an empty READ response. */
+static void resp_mpe_done(struct uroce_qp *qp, struct uroce_pkt *pkt,
+			  struct uroce_resp_res *res)
+{
+	*res = (struct uroce_resp_res){
+		.opcode = pkt->opcode,
+		.first_psn = pkt->psn,
+		.npkts = 1,
+	};
+	qp->resp.msn = (qp->resp.msn + 1) & 0xFFFFFF;
+	send_read_responses(qp, res, NULL, 0);
+	qp->resp.psn = psn_add(qp->resp.psn, 1);
+}
+
+/* ATOMIC_WRITE: 8 bytes stored as one naturally aligned store, after
+ * everything earlier on this QP (memory placement extensions, IBTA 1.5). */
+static void resp_atomic_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	const uint8_t *reth = pkt->bth + ib_opcodes[pkt->opcode].reth;
+	struct uroce_resp_res *res;
+	uint64_t value;
+	uint8_t *dst;
+
+	if (reth_len(reth) != 8 || pkt->paylen != 8 || (reth_va(reth) & 7)) {
+		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
+		return;
+	}
+	dst = resp_check_rkey(qp, reth_rkey(reth), reth_va(reth), 8,
+			      IBV_ACCESS_REMOTE_WRITE);
+	if (!dst) {
+		resp_fatal(qp, pkt, AETH_NAK_REM_ACCESS);
+		return;
+	}
+	/* a zero-based MR may put an aligned iova at an unaligned address */
+	if ((uintptr_t)dst & 7) {
+		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
+		return;
+	}
+	res = resp_new_res(qp);
+	if (!res) {
+		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
+		return;
+	}
+	memcpy(&value, pkt->payload, 8);
+	__atomic_store_n((uint64_t *)dst, value, __ATOMIC_RELEASE);
+	resp_mpe_done(qp, pkt, res);
+}
+
+/*
+ * FLUSH: what was placed before it is made globally visible (a full fence:
+ * every earlier request of this QP was executed by this thread already) or
+ * persistent (msync: a file-backed region reaches its file; anonymous
+ * memory has no further place to go).  The MR must have been registered
+ * flushable for each placement type asked for (oA19-13).
+ */
+static void resp_flush(struct uroce_qp *qp, struct uroce_pkt *pkt)
+{
+	const uint8_t *feth = pkt->bth + ib_opcodes[pkt->opcode].feth;
+	const uint8_t *reth = pkt->bth + ib_opcodes[pkt->opcode].reth;
+	uint8_t plt = feth_plt(feth), sel = feth_sel(feth);
+	struct uroce_mr *mr = uroce_mr_lookup(qp->nic, reth_rkey(reth));
+	struct uroce_resp_res *res;
+	uint8_t *start;
+	uint64_t len;
+
+	if (!plt || (plt & ~(FETH_PLT_GLOBAL | FETH_PLT_PERSISTENT)) ||
+	    sel > FETH_SEL_MR) {
+		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
+		return;
+	}
+	if (!mr || !resp_pd(qp) || mr->pd != to_upd(resp_pd(qp)) ||
+	    ((plt & FETH_PLT_GLOBAL) &&
+	     !(mr->access & UROCE_ACCESS_FLUSH_GLOBAL)) ||
+	    ((plt & FETH_PLT_PERSISTENT) &&
+	     !(mr->access & UROCE_ACCESS_FLUSH_PERSISTENT))) {
+		resp_fatal(qp, pkt, AETH_NAK_REM_ACCESS);
+		return;
+	}
+	if (sel == FETH_SEL_RANGE) {
+		len = reth_len(reth);
+		start = uroce_mr_ptr(mr, reth_va(reth), len);
+	} else {
+		len = mr->ibmr.length;
+		start = mr->ibmr.addr;
+	}
+	if (!start) {
+		resp_fatal(qp, pkt, AETH_NAK_REM_ACCESS);
+		return;
+	}
+	res = resp_new_res(qp);
+	if (!res) {
+		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
+		return;
+	}
+	atomic_thread_fence(memory_order_seq_cst);
+	if ((plt & FETH_PLT_PERSISTENT) && len) {
+		uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+		uintptr_t from = (uintptr_t)start & ~(page - 1);
+
+		if (msync((void *)from, (uintptr_t)start + len - from, MS_SYNC)) {
+			resp_fatal(qp, pkt, AETH_NAK_REM_OP);
+			return;
+		}
+	}
+	resp_mpe_done(qp, pkt, res);
+}
+
 /* A request we already executed (its response or ACK was lost). */
 static void resp_duplicate(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
@@ -724,6 +836,10 @@ void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		resp_write(qp, pkt);
 	else if (pkt->mask & OPM_READ)
 		resp_read(qp, pkt);
+	else if (pkt->mask & OPM_FLUSH)
+		resp_flush(qp, pkt);
+	else if (pkt->mask & OPM_ATOMIC_WRITE)
+		resp_atomic_write(qp, pkt);
 	else
 		resp_atomic(qp, pkt);
 }

@@ -22,6 +22,22 @@ struct uroce_pkt {
 	struct uroce_qp *qp;
 };
 
+/* A request answered by a response rather than an ACK, which holds one of
+ * the responder's READ/atomic resources (max_rd_atomic counts them). */
+static inline bool uroce_wqe_is_read_or_atomic(const struct uroce_send_wqe *wqe)
+{
+	switch ((int)wqe->opcode) {
+	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+	case IBV_WR_ATOMIC_WRITE:
+	case UROCE_WR_FLUSH:
+		return true;
+	default:
+		return false;
+	}
+}
+
 /* requester.c, called with qp->sq_lock held */
 void uroce_req_progress(struct uroce_qp *qp);
 /* sge.c: [offset, offset + len) of a scatter/gather list as iovecs (returns

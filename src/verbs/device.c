@@ -319,7 +319,11 @@ int uroce_query_device_ex(struct ibv_context *context,
 	 * follows. */
 	memset(&ex, 0, sizeof(ex));
 	uroce_fill_device_attr(to_uctx(context)->nic, &ex.orig_attr);
-	ex.device_cap_flags_ex = ex.orig_attr.device_cap_flags;
+	/* the memory placement extensions, as Soft-RoCE offers them */
+	ex.device_cap_flags_ex = ex.orig_attr.device_cap_flags |
+				 UROCE_DEVICE_FLUSH_GLOBAL |
+				 UROCE_DEVICE_FLUSH_PERSISTENT |
+				 UROCE_DEVICE_ATOMIC_WRITE;
 	ex.phys_port_cnt_ex = ex.orig_attr.phys_port_cnt;
 	/* completions can be stamped with a 64-bit ns clock (verbs/cq_ex.c) */
 	ex.completion_timestamp_mask = UINT64_MAX;

@@ -30,13 +30,14 @@
 
 #define KEY_RANDOM_MASK ((1u << UROCE_KEY_SHIFT) - 1)
 
-/* Bits the spec defines for ibv_reg_mr that uroce accepts.  MW_BIND is
- * harmless (there are no memory windows to bind); HUGETLB is only a promise
- * about the pages, which a CPU copy does not care about. */
+/* Bits the spec defines for ibv_reg_mr that uroce accepts.  HUGETLB is only
+ * a promise about the pages, which a CPU copy does not care about; the
+ * FLUSH bits are rdma-core 45's (see verbs_newer.h). */
 #define ACCESS_SUPPORTED                                                       \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |                    \
 	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |                   \
-	 IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_HUGETLB)
+	 IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_HUGETLB |     \
+	 UROCE_ACCESS_FLUSH_GLOBAL | UROCE_ACCESS_FLUSH_PERSISTENT)
 
 /* ---- key randomness -------------------------------------------------------
  * splitmix64 seeded from getrandom(): statistically good, cheap, and not

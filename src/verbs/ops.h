@@ -6,6 +6,9 @@
 
 /* qp.c */
 int uroce_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
+/* staged: from the ibv_wr_* API, which alone may post FLUSH / ATOMIC_WRITE */
+int uroce_post_send_wrs(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			struct ibv_send_wr **bad_wr, bool staged);
 /* qp_ex.c: the ibv_wr_* API of QPs created with send_ops_flags */
 int uroce_qp_ex_check(const struct ibv_qp_init_attr_ex *attr);
 int uroce_qp_ex_init(struct uroce_qp *qp, const struct ibv_qp_init_attr_ex *attr);

@@ -609,10 +609,16 @@ void uroce_qp_to_error(struct uroce_qp *qp, bool async_event)
 
 /* ---- posting ------------------------------------------------------------- */
 
-/* The operations each transport service offers (IBTA 9.4 table 35...). */
-static bool opcode_ok(enum ibv_qp_type type, enum ibv_wr_opcode op)
+/* The operations each transport service offers (IBTA 9.4 table 35...).
+ * FLUSH and ATOMIC_WRITE come only from the ibv_wr_* API (staged), whose
+ * own encoding of them the classic ibv_send_wr has no fields for. */
+static bool opcode_ok(enum ibv_qp_type type, enum ibv_wr_opcode op,
+		      bool staged)
 {
-	switch (op) {
+	switch ((int)op) {
+	case UROCE_WR_FLUSH:
+	case IBV_WR_ATOMIC_WRITE:
+		return staged && type == IBV_QPT_RC;
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
 		return type != IBV_QPT_XRC_RECV;
@@ -652,8 +658,33 @@ static int fill_inline(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 	return 0;
 }
 
+/* FLUSH and ATOMIC_WRITE as qp_ex.c stages them: the target in
+ * wr.atomic's remote_addr and rkey; ATOMIC_WRITE's 8 bytes in compare_add;
+ * FLUSH's length in compare_add, its type and level in swap's low bytes. */
+static int build_mpe_wqe(struct uroce_send_wqe *wqe,
+			 const struct ibv_send_wr *wr)
+{
+	wqe->remote_addr = wr->wr.atomic.remote_addr;
+	wqe->rkey = wr->wr.atomic.rkey;
+	wqe->num_sge = 0;
+	if (wr->opcode == IBV_WR_ATOMIC_WRITE) {
+		wqe->compare_add = wr->wr.atomic.compare_add;
+		wqe->length = 8;
+		return 0;
+	}
+	wqe->flush_type = (uint8_t)wr->wr.atomic.swap;
+	wqe->flush_level = (uint8_t)(wr->wr.atomic.swap >> 8);
+	if (!wqe->flush_type ||
+	    (wqe->flush_type & ~(UROCE_FLUSH_GLOBAL | UROCE_FLUSH_PERSISTENT)) ||
+	    wqe->flush_level > UROCE_FLUSH_MR ||
+	    wr->wr.atomic.compare_add > UROCE_MAX_MSG_SZ)
+		return EINVAL;
+	wqe->length = (uint32_t)wr->wr.atomic.compare_add;
+	return 0;
+}
+
 static int build_send_wqe(struct uroce_qp *qp, uint32_t slot,
-			  const struct ibv_send_wr *wr)
+			  const struct ibv_send_wr *wr, bool staged)
 {
 	struct uroce_send_wqe *wqe = &qp->sq[slot];
 	bool is_read = wr->opcode == IBV_WR_RDMA_READ;
@@ -661,7 +692,7 @@ static int build_send_wqe(struct uroce_qp *qp, uint32_t slot,
 			 wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
 	int err;
 
-	if (!opcode_ok(qp->ibqpx.qp_base.qp_type, wr->opcode))
+	if (!opcode_ok(qp->ibqpx.qp_base.qp_type, wr->opcode, staged))
 		return EINVAL;
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->init.cap.max_send_sge)
 		return EINVAL;
@@ -688,6 +719,9 @@ static int build_send_wqe(struct uroce_qp *qp, uint32_t slot,
 	}
 	if (qp->ibqpx.qp_base.qp_type == IBV_QPT_XRC_SEND)
 		wqe->remote_srqn = wr->qp_type.xrc.remote_srqn;
+	if ((int)wr->opcode == UROCE_WR_FLUSH ||
+	    wr->opcode == IBV_WR_ATOMIC_WRITE)
+		return build_mpe_wqe(wqe, wr);
 	if (is_atomic) {
 		wqe->remote_addr = wr->wr.atomic.remote_addr;
 		wqe->rkey = wr->wr.atomic.rkey;
@@ -722,8 +756,8 @@ static int build_send_wqe(struct uroce_qp *qp, uint32_t slot,
 	return 0;
 }
 
-int uroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
-		    struct ibv_send_wr **bad_wr)
+int uroce_post_send_wrs(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+			struct ibv_send_wr **bad_wr, bool staged)
 {
 	struct uroce_qp *qp = to_uqp(ibqp);
 	enum ibv_qp_state state = atomic_load(&qp->state);
@@ -742,7 +776,7 @@ int uroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			err = ENOMEM;
 			break;
 		}
-		err = build_send_wqe(qp, qp->sq_head, wr);
+		err = build_send_wqe(qp, qp->sq_head, wr, staged);
 		if (err)
 			break;
 		qp->sq_head = next;
@@ -755,6 +789,12 @@ int uroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		uroce_req_progress(qp);
 	pthread_mutex_unlock(&qp->sq_lock);
 	return err;
+}
+
+int uroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		    struct ibv_send_wr **bad_wr)
+{
+	return uroce_post_send_wrs(ibqp, wr, bad_wr, false);
 }
 
 int uroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,

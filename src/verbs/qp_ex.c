@@ -131,6 +131,30 @@ static void wr_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr,
 	wr_atomic(qpx, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, addr, add, 0);
 }
 
+static void wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey,
+			    uint64_t addr, const void *value)
+{
+	uint64_t v;
+
+	memcpy(&v, value, sizeof(v));	/* 8 bytes, placed as given */
+	wr_atomic(qpx, IBV_WR_ATOMIC_WRITE, rkey, addr, v, 0);
+}
+
+static void wr_flush(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr,
+		     size_t len, uint8_t type, uint8_t level)
+{
+	struct uroce_wr_stage *s = stage_of(qpx);
+
+	if (len > UINT32_MAX) {
+		if (!s->err)
+			s->err = EINVAL;
+		return;
+	}
+	/* the encoding post_send's build_mpe_wqe reads */
+	wr_atomic(qpx, (enum ibv_wr_opcode)UROCE_WR_FLUSH, rkey, addr, len,
+		  (uint64_t)level << 8 | type);
+}
+
 static void wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah,
 			   uint32_t remote_qpn, uint32_t remote_qkey)
 {
@@ -226,7 +250,7 @@ static int wr_complete(struct ibv_qp_ex *qpx)
 	int err = s->err;
 
 	if (!err && s->n)
-		err = uroce_post_send(&qpx->qp_base, s->wr, &bad);
+		err = uroce_post_send_wrs(&qpx->qp_base, s->wr, &bad, true);
 	s->n = 0;
 	pthread_mutex_unlock(&s->lock);
 	return err;
@@ -252,6 +276,9 @@ static uint64_t supported_ops(enum ibv_qp_type type)
 		ops |= IBV_QP_EX_WITH_RDMA_READ |
 		       IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
 		       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+	/* RC only, as on Soft-RoCE */
+	if (type == IBV_QPT_RC)
+		ops |= IBV_QP_EX_WITH_ATOMIC_WRITE | UROCE_QP_EX_WITH_FLUSH;
 	return ops;
 }
 
@@ -290,6 +317,8 @@ int uroce_qp_ex_init(struct uroce_qp *qp, const struct ibv_qp_init_attr_ex *attr
 	x->wr_send_imm = wr_send_imm;
 	x->wr_atomic_cmp_swp = wr_cmp_swp;
 	x->wr_atomic_fetch_add = wr_fetch_add;
+	x->wr_atomic_write = wr_atomic_write;
+	qp->wr_flush = wr_flush;
 	x->wr_set_ud_addr = wr_set_ud_addr;
 	x->wr_set_xrc_srqn = wr_set_xrc_srqn;
 	x->wr_set_sge = wr_set_sge;

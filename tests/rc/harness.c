@@ -405,7 +405,21 @@ void h_ep_create(struct h_proc *p, struct h_ep *ep, const struct h_qp_cfg *c)
 	ia.cap = c->cap;
 	ia.qp_type = IBV_QPT_RC;
 	ia.sq_sig_all = c->sq_sig_all;
-	ep->qp = ibv_create_qp(c->pd ? c->pd : p->pd, &ia);
+	if (c->send_ops_flags) {
+		struct ibv_qp_init_attr_ex iax = {
+			.qp_context = ep, .send_cq = ep->scq,
+			.recv_cq = ep->rcq, .cap = c->cap,
+			.qp_type = IBV_QPT_RC, .sq_sig_all = c->sq_sig_all,
+			.comp_mask = IBV_QP_INIT_ATTR_PD |
+				     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+			.pd = c->pd ? c->pd : p->pd,
+			.send_ops_flags = c->send_ops_flags,
+		};
+
+		ep->qp = ibv_create_qp_ex(p->ctx, &iax);
+	} else {
+		ep->qp = ibv_create_qp(c->pd ? c->pd : p->pd, &ia);
+	}
 	if (!ep->qp)
 		h_fail("ibv_create_qp: %s", strerror(errno));
 

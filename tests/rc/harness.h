@@ -62,6 +62,7 @@ struct h_qp_cfg {
 	int sq_sig_all;
 	struct ibv_pd *pd;		/* NULL: the process's PD */
 	struct ibv_comp_channel *channel;	/* for both CQs, or NULL */
+	uint64_t send_ops_flags;	/* nonzero: the ibv_wr_* API too */
 };
 
 /* An RC QP with a send CQ and a receive CQ of its own, so that completion

@@ -3,6 +3,7 @@
 
   wire_check.py --traffic BIN --lib DIR --work DIR loopback --family 4|6
   wire_check.py --traffic BIN --lib DIR --work DIR netns
+  wire_check.py --traffic BIN --lib DIR --work DIR mpe --program RC_MPE
 
 loopback: runs wire_traffic (scenarios "all" and "loss") between two
 processes over 127.0.0.1 or ::1 with UROCE_PCAP set for both, then checks
@@ -23,6 +24,10 @@ both veths, and checks that the IP headers the kernel sent are the ones
 uroce's ICRC assumed (and wrote in its own capture), that every ICRC
 verifies after the hop (TTL decremented) and the checks above.
 Needs root; without it the test fails.
+
+mpe: runs rc_mpe's "ok" case (ATOMIC WRITE, FLUSH) with a capture per
+process and checks those opcodes' headers byte by byte, their answers (an
+empty READ RESPONSE ONLY at the request's PSN) and every ICRC.
 """
 import argparse
 import json
@@ -590,6 +595,76 @@ def loopback(a):
               [AETH_ACK, AETH_NAK_SEQ])
 
 
+# ---- FLUSH and ATOMIC WRITE (rc_mpe) -----------------------------------------
+
+# This tshark (4.0) does not know the memory placement extensions' opcodes:
+# it decodes their BTH only, and the rest is checked here byte by byte
+# against the layout Soft-RoCE sends (BTH, FETH, RETH for FLUSH; BTH, RETH,
+# 8 bytes for ATOMIC WRITE; both answered by an empty READ RESPONSE ONLY).
+FLUSH, ATOMIC_WRITE = 0x1C, 0x1D
+
+
+def mpe(a):
+    from scapy.all import UDP, raw, rdpcap
+    work = os.path.join(a.work, 'mpe')
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    env = dict(os.environ, LD_LIBRARY_PATH=a.lib,
+               UROCE_PCAP=os.path.join(work, 'mpe.%p.pcap'))
+    r = subprocess.run([a.program, 'ok'], env=env, capture_output=True,
+                       text=True, timeout=90)
+    if r.returncode != 0:
+        die('rc_mpe ok: %s%s' % (r.stdout, r.stderr))
+    pcaps = sorted(os.path.join(work, f) for f in os.listdir(work))
+    if len(pcaps) != 2:
+        die('want a capture per process, got %s' % pcaps)
+    for pcap in pcaps:
+        check_expert(pcap)
+        check_icrc(pcap)
+        frames = decode(pcap)
+        raws = [bytes(p[UDP].payload) for p in rdpcap(pcap)]
+        requests, answers, seen = {}, {}, set()
+        for f, ib in zip(frames, raws):
+            where = '%s frame %d' % (pcap, f['frame.number'])
+            opc, psn = f['infiniband.bth.opcode'], f['infiniband.bth.psn']
+            if opc in (FLUSH, ATOMIC_WRITE):
+                want_len = 12 + (4 + 16 if opc == FLUSH else 16 + 8) + 4
+                if len(ib) != want_len or f['infiniband.bth.a'] != 1 or \
+                        f['infiniband.bth.padcnt'] != 0:
+                    fail('%s: opcode 0x%02x: %d bytes, AckReq %s, pad %s' %
+                         (where, opc, len(ib), f['infiniband.bth.a'],
+                          f['infiniband.bth.padcnt']))
+                    continue
+                if opc == FLUSH:
+                    feth = struct.unpack('!I', ib[12:16])[0]
+                    plt, sel = feth & 0xF, (feth >> 4) & 3
+                    if feth >> 6 or plt not in (1, 2, 3) or sel > 1:
+                        fail('%s: FETH 0x%08x' % (where, feth))
+                    seen.add(('FLUSH', plt, sel))
+                    va, rkey, dmalen = struct.unpack('!QII', ib[16:32])
+                    if sel == 0 and dmalen == 0:
+                        fail('%s: range FLUSH of 0 bytes' % where)
+                else:
+                    va, rkey, dmalen = struct.unpack('!QII', ib[12:28])
+                    if dmalen != 8 or va & 7:
+                        fail('%s: ATOMIC WRITE VA 0x%x length %d' %
+                             (where, va, dmalen))
+                    seen.add(('ATOMIC_WRITE',))
+                requests[psn] = opc
+            elif opc == OP['READ_RESP_ONLY'] and len(ib) == 12 + 4 + 4:
+                answers[psn] = f['infiniband.aeth.syndrome']
+        for psn, opc in requests.items():
+            if answers.get(psn) != AETH_ACK:
+                fail('%s: opcode 0x%02x PSN %d: answer %s, want an empty '
+                     'READ RESPONSE ONLY with AETH 0x%x' %
+                     (pcap, opc, psn, answers.get(psn), AETH_ACK))
+        want = {('ATOMIC_WRITE',), ('FLUSH', 1, 0), ('FLUSH', 3, 1)}
+        if not want <= seen:
+            fail('%s: never seen: %s' % (pcap, sorted(want - seen)))
+        print('%s: %d FLUSH / ATOMIC WRITE requests checked' %
+              (pcap, len(requests)))
+
+
 # ---- XRC, from an unmodified ibv_xsrq_pingpong ------------------------------
 
 XRC = 0xA0
@@ -939,6 +1014,8 @@ def main():
     x.add_argument('--family', type=int, choices=(4, 6), required=True)
     x.add_argument('--tool', default='ibv_xsrq_pingpong')
     x.add_argument('--preload', help='LD_PRELOAD for the tool only')
+    m = sub.add_parser('mpe')
+    m.add_argument('--program', required=True, help='rc_mpe')
     a = ap.parse_args()
     # Only the traffic runs over uroce (run_pair sets it): tcpdump and
     # tshark link libibverbs too, and must not pick up uroce's.
@@ -950,6 +1027,8 @@ def main():
         loopback(a)
     elif a.mode == 'xrc':
         xrc(a)
+    elif a.mode == 'mpe':
+        mpe(a)
     else:
         netns(a)
     if errors:

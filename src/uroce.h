@@ -224,6 +224,7 @@ struct uroce_stats {
 
 struct uroce_qp;
 struct uroce_mr;
+struct uroce_mw;
 struct uroce_cm;
 
 struct uroce_nic {
@@ -333,6 +334,29 @@ struct uroce_mr {
 	int access;
 	uint32_t index;
 	uint32_t gen;			/* changes at every re-registration */
+	atomic_uint *dm_users;		/* its DM's count of MRs, or NULL */
+	/* A memory window's slot in the key table (verbs/mw.c) is an MR
+	 * with this set and no access of its own; NULL for a real MR. */
+	struct uroce_mw *mw;
+	_Atomic int mws_bound;		/* windows bound to this MR */
+};
+
+/* A memory window (IBTA 10.6.7).  Binding changes it while the engine may
+ * be checking a request against it, so the binding is read under a
+ * sequence count (odd while a bind or invalidation writes it). */
+struct uroce_mw {
+	struct ibv_mw ibmw;
+	struct uroce_mr slot;		/* holds the window's key in the table */
+	_Atomic uint32_t seq;
+	/* the binding; valid while bound */
+	bool bound;
+	uint32_t rkey;			/* the key it is bound with */
+	struct uroce_mr *mr;		/* the MR it is bound to */
+	uint64_t iova;			/* first address, in the window's space */
+	uint64_t length;
+	uint8_t *addr;			/* where iova is in host memory */
+	int access;			/* remote rights the bind granted */
+	uint32_t qpn;			/* type 2: the QP it was bound through */
 };
 
 struct uroce_comp_channel {
@@ -462,6 +486,11 @@ struct uroce_send_wqe {
 	uint32_t rkey;
 	uint64_t compare_add, swap;	/* ATOMIC_WRITE: the value, as given */
 	uint8_t flush_type, flush_level;
+	uint32_t inv_rkey;		/* SEND_WITH_INV, LOCAL_INV */
+	/* BIND_MW: the window, its new key and what to bind it to */
+	struct uroce_mw *mw;
+	uint32_t bind_rkey;
+	struct ibv_mw_bind_info bind;
 	/* UD */
 	struct uroce_ah *ah;
 	uint32_t remote_qpn, remote_qkey;
@@ -621,6 +650,24 @@ struct uroce_mr *uroce_mr_lookup(struct uroce_nic *nic, uint32_t key);
 /* Translate [addr, addr+len) inside mr; NULL if out of bounds.  addr is in
  * the MR's iova space. */
 uint8_t *uroce_mr_ptr(const struct uroce_mr *mr, uint64_t addr, uint64_t len);
+
+/* Memory windows (verbs/mw.c).  The window behind key for a request that
+ * arrived on QP qpn of protection domain pd: its host memory for
+ * [va, va + len) if the binding grants access there, else NULL.  Engine
+ * context, lock-free. */
+uint8_t *uroce_mw_ptr(struct uroce_mw *mw, const struct uroce_pd *pd,
+		      uint32_t qpn, uint32_t key, uint64_t va, uint64_t len,
+		      int access);
+/* Send-queue memory operations, executed in order by the requester: bind
+ * (type 1 through ibv_bind_mw, type 2 through IBV_WR_BIND_MW) and local
+ * invalidation.  Return the completion status. */
+enum ibv_wc_status uroce_mw_bind(struct uroce_qp *qp,
+				 const struct uroce_send_wqe *wqe);
+enum ibv_wc_status uroce_mw_local_inv(struct uroce_qp *qp, uint32_t rkey);
+/* SEND with Invalidate at the responder: true if key named a type 2 window
+ * of pd bound through QP qpn, which is now invalid. */
+bool uroce_mw_remote_inv(struct uroce_nic *nic, const struct uroce_pd *pd,
+			 uint32_t qpn, uint32_t key);
 
 /* Push one completion; raises the channel event if armed.  Returns false on
  * overflow (the CQ is then in error and an async event is raised). */

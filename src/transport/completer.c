@@ -12,6 +12,10 @@
 static enum ibv_wc_opcode wc_opcode(enum ibv_wr_opcode op)
 {
 	switch ((int)op) {
+	case IBV_WR_BIND_MW:
+		return IBV_WC_BIND_MW;
+	case IBV_WR_LOCAL_INV:
+		return IBV_WC_LOCAL_INV;
 	case IBV_WR_ATOMIC_WRITE:
 		return IBV_WC_ATOMIC_WRITE;
 	case UROCE_WR_FLUSH:
@@ -30,7 +34,7 @@ static enum ibv_wc_opcode wc_opcode(enum ibv_wr_opcode op)
 	}
 }
 
-void uroce_comp_complete_tail(struct uroce_qp *qp, enum ibv_wc_status status)
+static void complete_one(struct uroce_qp *qp, enum ibv_wc_status status)
 {
 	struct uroce_send_wqe *wqe = &qp->sq[qp->sq_tail];
 	uint32_t old_tail = qp->sq_tail;
@@ -56,10 +60,32 @@ void uroce_comp_complete_tail(struct uroce_qp *qp, enum ibv_wc_status status)
 	}
 }
 
+void uroce_comp_retire_local(struct uroce_qp *qp)
+{
+	while (qp->sq_tail != qp->sq_head &&
+	       atomic_load(&qp->state) != IBV_QPS_ERR) {
+		struct uroce_send_wqe *wqe = &qp->sq[qp->sq_tail];
+		enum ibv_wc_status status = wqe->status;
+
+		if (!uroce_wqe_is_local(wqe) || wqe->state != WQE_SENT)
+			return;
+		complete_one(qp, status);
+		if (status != IBV_WC_SUCCESS)
+			uroce_qp_to_error_locked(qp, false);
+	}
+}
+
+void uroce_comp_complete_tail(struct uroce_qp *qp, enum ibv_wc_status status)
+{
+	complete_one(qp, status);
+	if (status == IBV_WC_SUCCESS)
+		uroce_comp_retire_local(qp);
+}
+
 void uroce_comp_flush(struct uroce_qp *qp)
 {
 	while (qp->sq_tail != qp->sq_head)
-		uroce_comp_complete_tail(qp, IBV_WC_WR_FLUSH_ERR);
+		complete_one(qp, IBV_WC_WR_FLUSH_ERR);
 	qp->sq_next = qp->sq_tail;
 	qp->req.offset = 0;
 	qp->req.rd_atomic_out = 0;

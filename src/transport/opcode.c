@@ -92,6 +92,10 @@ const struct ib_opcode_info ib_opcodes[256] = {
 	SEND_OPS(IB_OPC_RC, "RC", 0),
 	WRITE_OPS(IB_OPC_RC, "RC", 0),
 	RDMA_OPS(IB_OPC_RC, "RC", 0),
+	OP(IB_OPC_RC | IB_OP_SEND_LAST_INV, "RC_SEND_LAST_WITH_INVALIDATE",
+	   OPM_REQ | OPM_SEND | OPM_PAYLOAD | OPM_LAST | OPM_COMP | OPM_IETH),
+	OP(IB_OPC_RC | IB_OP_SEND_ONLY_INV, "RC_SEND_ONLY_WITH_INVALIDATE",
+	   OPM_REQ | OPM_SEND | OPM_PAYLOAD | OPM_ONLY | OPM_COMP | OPM_IETH),
 	/* RC only, as Soft-RoCE: both are answered by a zero-length READ
 	 * response and use a responder resource, as a READ does */
 	OP(IB_OPC_RC | IB_OP_FLUSH, "RC_FLUSH",

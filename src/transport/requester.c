@@ -21,6 +21,9 @@ static uint32_t wqe_npkts(const struct uroce_qp *qp,
 			  const struct uroce_send_wqe *wqe)
 {
 	switch ((int)wqe->opcode) {
+	case IBV_WR_BIND_MW:
+	case IBV_WR_LOCAL_INV:
+		return 0;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
 	case IBV_WR_ATOMIC_WRITE:
@@ -36,17 +39,20 @@ static uint8_t send_opcode(const struct uroce_send_wqe *wqe, bool first,
 {
 	bool imm = wqe->opcode == IBV_WR_SEND_WITH_IMM ||
 		   wqe->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+	bool inv = wqe->opcode == IBV_WR_SEND_WITH_INV;
 	bool write = wqe->opcode == IBV_WR_RDMA_WRITE ||
 		     wqe->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
 
 	if (first && last)
 		return write ? (imm ? IB_OP_WRITE_ONLY_IMM : IB_OP_WRITE_ONLY)
-			     : (imm ? IB_OP_SEND_ONLY_IMM : IB_OP_SEND_ONLY);
+			     : (imm ? IB_OP_SEND_ONLY_IMM :
+				inv ? IB_OP_SEND_ONLY_INV : IB_OP_SEND_ONLY);
 	if (first)
 		return write ? IB_OP_WRITE_FIRST : IB_OP_SEND_FIRST;
 	if (last)
 		return write ? (imm ? IB_OP_WRITE_LAST_IMM : IB_OP_WRITE_LAST)
-			     : (imm ? IB_OP_SEND_LAST_IMM : IB_OP_SEND_LAST);
+			     : (imm ? IB_OP_SEND_LAST_IMM :
+				inv ? IB_OP_SEND_LAST_INV : IB_OP_SEND_LAST);
 	return write ? IB_OP_WRITE_MIDDLE : IB_OP_SEND_MIDDLE;
 }
 
@@ -149,6 +155,10 @@ static void build_request(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 			memcpy(h + hl, &wqe->imm, IMMDT_LEN);
 			hl += IMMDT_LEN;
 		}
+		if (last && wqe->opcode == IBV_WR_SEND_WITH_INV) {
+			put_be32(h + hl, wqe->inv_rkey);
+			hl += IETH_LEN;
+		}
 		npay = uroce_sge_gather(&p->iov[1], wqe->sge, wqe->num_sge, off,
 					paylen);
 		break;
@@ -164,6 +174,19 @@ static void build_request(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 	else
 		qp->req.since_ackreq++;
 	*last_out = last;
+}
+
+/* A bind or local invalidation, in send queue order: it takes effect now
+ * (later requests see it) and completes once everything before it has. */
+static void execute_local(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
+{
+	wqe->status = wqe->opcode == IBV_WR_BIND_MW
+			      ? uroce_mw_bind(qp, wqe)
+			      : uroce_mw_local_inv(qp, wqe->inv_rkey);
+	wqe->first_psn = qp->req.psn;
+	wqe->npkts = 0;
+	wqe->state = WQE_SENT;
+	qp->sq_next = (qp->sq_next + 1) % qp->sq_size;
 }
 
 static void arm_timer(struct uroce_qp *qp)
@@ -220,13 +243,20 @@ static bool pace(struct uroce_qp *qp, uint32_t bytes)
 static void req_progress_unacked(struct uroce_qp *qp, enum ibv_qp_state state)
 {
 	struct uroce_txpkt pkts[REQ_TX_BATCH];
-	unsigned n = 0, done = 0;
+	unsigned n = 0;
 
 	while (qp->sq_next != qp->sq_head) {
 		struct uroce_send_wqe *wqe = &qp->sq[qp->sq_next];
 		bool last;
 
 		uint32_t left = wqe->length - qp->req.offset;
+
+		if (uroce_wqe_is_local(wqe)) {
+			if (state == IBV_QPS_SQD)
+				break;
+			execute_local(qp, wqe);
+			continue;
+		}
 
 		/* payload and, roughly, headers of the next packet */
 		if (!pace(qp, (left < qp->mtu ? left : qp->mtu) + 64))
@@ -253,7 +283,6 @@ static void req_progress_unacked(struct uroce_qp *qp, enum ibv_qp_state state)
 			wqe->state = WQE_SENT;
 			qp->req.offset = 0;
 			qp->sq_next = (qp->sq_next + 1) % qp->sq_size;
-			done++;
 		}
 		if (n == REQ_TX_BATCH) {
 			uroce_xmit(qp, pkts, n);
@@ -264,8 +293,15 @@ static void req_progress_unacked(struct uroce_qp *qp, enum ibv_qp_state state)
 		uroce_xmit(qp, pkts, n);
 	qp->req.max_psn = qp->req.psn;
 	qp->comp.psn = qp->req.psn;
-	while (done--)
-		uroce_comp_complete_tail(qp, IBV_WC_SUCCESS);
+	/* everything handed to the network (or executed here) is done */
+	while (qp->sq_tail != qp->sq_head &&
+	       qp->sq[qp->sq_tail].state == WQE_SENT &&
+	       atomic_load(&qp->state) != IBV_QPS_ERR) {
+		if (uroce_wqe_is_local(&qp->sq[qp->sq_tail]))
+			uroce_comp_retire_local(qp);
+		else
+			uroce_comp_complete_tail(qp, IBV_WC_SUCCESS);
+	}
 }
 
 void uroce_req_progress(struct uroce_qp *qp)
@@ -288,6 +324,21 @@ void uroce_req_progress(struct uroce_qp *qp)
 
 		if ((uint32_t)psn_diff(qp->req.psn, qp->comp.psn) >= window)
 			break;
+		if (uroce_wqe_is_local(wqe)) {
+			if (wqe->state == WQE_POSTED) {
+				if (state == IBV_QPS_SQD ||
+				    ((wqe->send_flags & IBV_SEND_FENCE) &&
+				     qp->req.rd_atomic_out))
+					break;
+				execute_local(qp, wqe);
+			} else {
+				/* executed before a rewind: never twice */
+				qp->sq_next = (qp->sq_next + 1) % qp->sq_size;
+			}
+			if (&qp->sq[qp->sq_tail] == wqe)
+				uroce_comp_retire_local(qp);
+			continue;
+		}
 		if (wqe->state == WQE_POSTED) {
 			if (state == IBV_QPS_SQD)
 				break;	/* SQD: drain what was started only */

@@ -179,6 +179,24 @@ static void resp_complete_recv(struct uroce_qp *qp, enum ibv_wc_status status,
 	uroce_cq_push(resp_cq(qp), &wc, solicited);
 }
 
+/* The receive of a SEND with Invalidate that invalidated rkey. */
+static void resp_complete_recv_inv(struct uroce_qp *qp, uint32_t byte_len,
+				   uint32_t rkey, bool solicited)
+{
+	struct ibv_wc wc = {
+		.wr_id = qp->resp.cur.wr_id,
+		.status = IBV_WC_SUCCESS,
+		.opcode = IBV_WC_RECV,
+		.byte_len = byte_len,
+		.qp_num = qp->ibqpx.qp_base.qp_num,
+		.src_qp = qp->attr.dest_qp_num,
+		.wc_flags = IBV_WC_WITH_INV,
+		.invalidated_rkey = rkey,
+	};
+
+	uroce_cq_push(resp_cq(qp), &wc, solicited);
+}
+
 void uroce_resp_flush(struct uroce_qp *qp)
 {
 	struct uroce_sge sges[UROCE_MAX_SGE];
@@ -283,8 +301,13 @@ static uint8_t *resp_check_rkey(struct uroce_qp *qp, uint32_t rkey,
 {
 	struct uroce_mr *mr = uroce_mr_lookup(qp->nic, rkey);
 
-	if (!mr || !resp_pd(qp) || mr->pd != to_upd(resp_pd(qp)) ||
-	    !(mr->access & access) || !(qp->attr.qp_access_flags & access))
+	if (!mr || !resp_pd(qp) || !(qp->attr.qp_access_flags & access))
+		return NULL;
+	if (mr->mw)
+		return uroce_mw_ptr(mr->mw, to_upd(resp_pd(qp)),
+				    qp->ibqpx.qp_base.qp_num, rkey, va, len,
+				    access);
+	if (mr->pd != to_upd(resp_pd(qp)) || !(mr->access & access))
 		return NULL;
 	return uroce_mr_ptr(mr, va, len);
 }
@@ -312,7 +335,23 @@ static void resp_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		return;
 	}
 	qp->resp.in_send = !last;
-	if (last) {
+	if (last && info->ieth) {
+		/* SEND with Invalidate (IBTA 9.4.1.1): the window it names
+		 * must be one bound through this QP (o10-37.2.x) */
+		uint32_t rkey = get_be32(pkt->bth + info->ieth);
+
+		if (!resp_pd(qp) ||
+		    !uroce_mw_remote_inv(qp->nic, to_upd(resp_pd(qp)),
+					 qp->ibqpx.qp_base.qp_num, rkey)) {
+			resp_complete_recv(qp, IBV_WC_REM_INV_REQ_ERR,
+					   IBV_WC_RECV, 0, NULL, false);
+			resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
+			return;
+		}
+		qp->resp.msn = (qp->resp.msn + 1) & 0xFFFFFF;
+		resp_complete_recv_inv(qp, qp->resp.cur_offset, rkey,
+				       bth_se(pkt->bth));
+	} else if (last) {
 		qp->resp.msn = (qp->resp.msn + 1) & 0xFFFFFF;
 		resp_complete_recv(qp, IBV_WC_SUCCESS, IBV_WC_RECV,
 				   qp->resp.cur_offset,

@@ -38,6 +38,13 @@ static inline bool uroce_wqe_is_read_or_atomic(const struct uroce_send_wqe *wqe)
 	}
 }
 
+/* Memory operations on this host that send nothing: they complete in
+ * order once the requester has executed them (IBTA 10.6.7, 10.8.x). */
+static inline bool uroce_wqe_is_local(const struct uroce_send_wqe *wqe)
+{
+	return wqe->opcode == IBV_WR_BIND_MW || wqe->opcode == IBV_WR_LOCAL_INV;
+}
+
 /* requester.c, called with qp->sq_lock held */
 void uroce_req_progress(struct uroce_qp *qp);
 /* sge.c: [offset, offset + len) of a scatter/gather list as iovecs (returns
@@ -61,8 +68,12 @@ void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
 void uroce_comp_timer(struct uroce_qp *qp, uint64_t now);
 /* Complete (flush) every send WQE still queued; sq_lock held. */
 void uroce_comp_flush(struct uroce_qp *qp);
-/* Deliver a send completion for the WQE at sq_tail and advance; sq_lock held. */
+/* Deliver a send completion for the WQE at sq_tail and advance, then for
+ * executed local WQEs behind it; sq_lock held. */
 void uroce_comp_complete_tail(struct uroce_qp *qp, enum ibv_wc_status status);
+/* Complete the executed local WQEs at sq_tail (a failed one, in error,
+ * takes the QP to error). */
+void uroce_comp_retire_local(struct uroce_qp *qp);
 
 /* responder.c */
 void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);

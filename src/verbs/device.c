@@ -198,6 +198,9 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	c->ops.post_srq_recv = uroce_post_srq_recv;
 	/* Every other op stays NULL: the inline wrappers then report
 	 * EOPNOTSUPP (or fall back to an exported verb) on their own. */
+	c->ops.alloc_mw = uroce_alloc_mw;
+	c->ops.dealloc_mw = uroce_dealloc_mw;
+	c->ops.bind_mw = uroce_bind_mw;
 	ctx->vctx.query_port = uroce_query_port_ex;
 	ctx->vctx.query_device_ex = uroce_query_device_ex;
 	ctx->vctx.create_qp_ex = uroce_create_qp_ex;
@@ -210,6 +213,9 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	ctx->vctx.close_xrcd = uroce_close_xrcd;
 	ctx->vctx.create_srq_ex = uroce_create_srq_ex;
 	ctx->vctx.get_srq_num = uroce_get_srq_num;
+	ctx->vctx.alloc_dm = uroce_alloc_dm;
+	ctx->vctx.free_dm = uroce_free_dm;
+	ctx->vctx.reg_dm_mr = uroce_reg_dm_mr;
 	return c;
 
 fail:
@@ -269,15 +275,18 @@ void uroce_fill_device_attr(const struct uroce_nic *nic,
 	attr->max_qp = UROCE_MAX_QP;
 	attr->max_qp_wr = UROCE_MAX_QP_WR;
 	/* Only what the transport does: the responder answers a SEND with no
-	 * receive posted by an RNR NAK, and XRC.  No resize, no memory
-	 * windows, no port management events, no multicast. */
+	 * receive posted by an RNR NAK, XRC, memory windows of type 1 and 2B.
+	 * No resize, no port management events, no multicast. */
 	attr->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN |
-				 IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_XRC;
+				 IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_XRC |
+				 IBV_DEVICE_MEM_WINDOW |
+				 IBV_DEVICE_MEM_WINDOW_TYPE_2B;
 	attr->max_sge = UROCE_MAX_SGE;
 	attr->max_sge_rd = UROCE_MAX_SGE;
 	attr->max_cq = UROCE_MAX_CQ;
 	attr->max_cqe = UROCE_MAX_CQE;
 	attr->max_mr = UROCE_MAX_MR;
+	attr->max_mw = UROCE_MAX_MR;	/* windows share the MRs' key table */
 	attr->max_pd = UROCE_MAX_PD;
 	attr->max_qp_rd_atom = UROCE_MAX_RD_ATOMIC;
 	attr->max_qp_init_rd_atom = UROCE_MAX_INIT_RD_ATOMIC;
@@ -315,8 +324,7 @@ int uroce_query_device_ex(struct ibv_context *context,
 	    attr_size < sizeof(attr->orig_attr))
 		return EINVAL;
 	/* Everything past orig_attr stays zero (no ODP, TSO, RSS,
-	 * tag matching, CQ moderation, device memory, ...) except what
-	 * follows. */
+	 * tag matching, CQ moderation, ...) except what follows. */
 	memset(&ex, 0, sizeof(ex));
 	uroce_fill_device_attr(to_uctx(context)->nic, &ex.orig_attr);
 	/* the memory placement extensions, as Soft-RoCE offers them */
@@ -328,6 +336,7 @@ int uroce_query_device_ex(struct ibv_context *context,
 	/* completions can be stamped with a 64-bit ns clock (verbs/cq_ex.c) */
 	ex.completion_timestamp_mask = UINT64_MAX;
 	ex.hca_core_clock = 1000000;	/* kHz */
+	ex.max_dm_size = UROCE_MAX_DM_SIZE;	/* see verbs/dm.c */
 
 	/* The caller's struct may be older (shorter) or newer (longer) than
 	 * ours: fill what both know and zero the rest. */

@@ -97,6 +97,16 @@ static int mr_publish_locked(struct uroce_nic *nic, struct uroce_mr *mr)
 	return ENOMEM;
 }
 
+int uroce_key_publish(struct uroce_nic *nic, struct uroce_mr *mr)
+{
+	int err;
+
+	pthread_rwlock_wrlock(&nic->mr_lock);
+	err = mr_publish_locked(nic, mr);
+	pthread_rwlock_unlock(&nic->mr_lock);
+	return err;
+}
+
 /* Take mr out of the table and wait until no reader can still hold it. */
 static void mr_unpublish(struct uroce_nic *nic, struct uroce_mr *mr)
 {
@@ -107,6 +117,11 @@ static void mr_unpublish(struct uroce_nic *nic, struct uroce_mr *mr)
 	/* Not under mr_lock: a poster may hold an RQ lock the engine waits
 	 * for while it waits for mr_lock itself. */
 	uroce_nic_quiesce(nic);
+}
+
+void uroce_key_unpublish(struct uroce_nic *nic, struct uroce_mr *mr)
+{
+	mr_unpublish(nic, mr);
 }
 
 struct uroce_mr *uroce_mr_lookup(struct uroce_nic *nic, uint32_t key)
@@ -139,7 +154,8 @@ uint8_t *uroce_mr_ptr(const struct uroce_mr *mr, uint64_t addr, uint64_t len)
 static uint8_t *sge_ptr(const struct uroce_mr *mr, const struct uroce_pd *pd,
 			bool need_write, uint64_t va, uint32_t len)
 {
-	if (!mr || mr->pd != pd ||
+	/* a window's key is remote only (IBTA 10.6.7.1) */
+	if (!mr || mr->mw || mr->pd != pd ||
 	    (need_write && !(mr->access & IBV_ACCESS_LOCAL_WRITE)))
 		return NULL;
 	return uroce_mr_ptr(mr, va, len);
@@ -288,6 +304,43 @@ static struct ibv_mr *reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
 	return &mr->ibmr;
 }
 
+/* A DM MR may be empty, as the kernel lets its range end anywhere within
+ * the DM, where ibv_reg_mr's may not: that one is reg_mr without the range
+ * check, and its keys name no memory. */
+struct ibv_mr *uroce_reg_mr_at(struct ibv_pd *ibpd, void *addr, size_t length,
+			       uint64_t iova, unsigned int access)
+{
+	struct uroce_nic *nic = to_uctx(ibpd->context)->nic;
+	struct uroce_mr *mr;
+	int kept, err;
+
+	if (length)
+		return reg_mr(ibpd, addr, length, iova, access);
+	err = check_access(access, &kept);
+	mr = err ? NULL : calloc(1, sizeof(*mr));
+	if (!mr) {
+		errno = err ? err : ENOMEM;
+		return NULL;
+	}
+	mr->ibmr.context = ibpd->context;
+	mr->ibmr.pd = ibpd;
+	mr->ibmr.addr = addr;
+	mr->pd = to_upd(ibpd);
+	mr->iova = (kept & IBV_ACCESS_ZERO_BASED) ? 0 : iova;
+	mr->access = kept;
+	uroce_pd_hold(ibpd, 1);
+	pthread_rwlock_wrlock(&nic->mr_lock);
+	err = mr_publish_locked(nic, mr);
+	pthread_rwlock_unlock(&nic->mr_lock);
+	if (err) {
+		uroce_pd_hold(ibpd, -1);
+		free(mr);
+		errno = err;
+		return NULL;
+	}
+	return &mr->ibmr;
+}
+
 UROCE_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr,
 				       size_t length, int access)
 {
@@ -315,8 +368,14 @@ UROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
 	if (!ibmr)
 		return EINVAL;
 	mr = to_umr(ibmr);
+	/* windows bound to it would outlive their memory */
+	if (atomic_load(&mr->mws_bound))
+		return EBUSY;
 	mr_unpublish(to_uctx(ibmr->context)->nic, mr);
 	uroce_pd_hold(ibmr->pd, -1);
+	/* after the quiesce: the DM may go once no request can reach it */
+	if (mr->dm_users)
+		atomic_fetch_sub(mr->dm_users, 1);
 	free(mr);
 	return 0;
 }

@@ -6,15 +6,27 @@
 
 /* qp.c */
 int uroce_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
-/* staged: from the ibv_wr_* API, which alone may post FLUSH / ATOMIC_WRITE */
+/* Where work requests come from decides what they may ask for: FLUSH and
+ * ATOMIC_WRITE only through the ibv_wr_* API (whose encoding of them the
+ * classic ibv_send_wr has no fields for), a type 1 window's bind only
+ * through ibv_bind_mw. */
+enum uroce_post_from { UROCE_POST_VERB, UROCE_POST_WR_API, UROCE_POST_BIND_MW };
 int uroce_post_send_wrs(struct ibv_qp *qp, struct ibv_send_wr *wr,
-			struct ibv_send_wr **bad_wr, bool staged);
+			struct ibv_send_wr **bad_wr, enum uroce_post_from from);
 /* qp_ex.c: the ibv_wr_* API of QPs created with send_ops_flags */
 int uroce_qp_ex_check(const struct ibv_qp_init_attr_ex *attr);
 int uroce_qp_ex_init(struct uroce_qp *qp, const struct ibv_qp_init_attr_ex *attr);
 void uroce_qp_ex_free(struct uroce_qp *qp);
 int uroce_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr);
 struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr);
+/* mr.c: a key for mr (an MR or a window's slot) in the table; ENOMEM when full */
+int uroce_key_publish(struct uroce_nic *nic, struct uroce_mr *mr);
+void uroce_key_unpublish(struct uroce_nic *nic, struct uroce_mr *mr);
+/* mw.c */
+struct ibv_mw *uroce_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+int uroce_dealloc_mw(struct ibv_mw *mw);
+int uroce_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
+		  struct ibv_mw_bind *mw_bind);
 /* cq.c */
 int uroce_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc);
 /* ibv_create_cq's checks and CQ, for it and for the extended kind. */
@@ -41,6 +53,17 @@ int uroce_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num);
 /* xrcd.c */
 struct ibv_xrcd *uroce_open_xrcd(struct ibv_context *ctx, struct ibv_xrcd_init_attr *attr);
 int uroce_close_xrcd(struct ibv_xrcd *xrcd);
+/* dm.c: device memory */
+struct ibv_dm *uroce_alloc_dm(struct ibv_context *ctx,
+			      struct ibv_alloc_dm_attr *attr);
+int uroce_free_dm(struct ibv_dm *dm);
+struct ibv_mr *uroce_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm,
+			       uint64_t offset, size_t length,
+			       unsigned int access);
+/* mr.c: an MR on memory the library owns (device memory), at iova; unlike
+ * ibv_reg_mr's, it may be empty. */
+struct ibv_mr *uroce_reg_mr_at(struct ibv_pd *pd, void *addr, size_t length,
+			       uint64_t iova, unsigned int access);
 /* device.c */
 int uroce_query_port_ex(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr, size_t len);
 int uroce_query_device_ex(struct ibv_context *ctx, const struct ibv_query_device_ex_input *input,

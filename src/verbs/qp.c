@@ -609,16 +609,22 @@ void uroce_qp_to_error(struct uroce_qp *qp, bool async_event)
 
 /* ---- posting ------------------------------------------------------------- */
 
-/* The operations each transport service offers (IBTA 9.4 table 35...).
- * FLUSH and ATOMIC_WRITE come only from the ibv_wr_* API (staged), whose
- * own encoding of them the classic ibv_send_wr has no fields for. */
+/* The operations each transport service offers (IBTA 9.4 table 35...),
+ * and each source of work requests (see enum uroce_post_from). */
 static bool opcode_ok(enum ibv_qp_type type, enum ibv_wr_opcode op,
-		      bool staged)
+		      enum uroce_post_from from)
 {
 	switch ((int)op) {
 	case UROCE_WR_FLUSH:
 	case IBV_WR_ATOMIC_WRITE:
-		return staged && type == IBV_QPT_RC;
+		return from == UROCE_POST_WR_API && type == IBV_QPT_RC;
+	case IBV_WR_BIND_MW:
+		return type == IBV_QPT_RC || type == IBV_QPT_UC ||
+		       type == IBV_QPT_XRC_SEND;
+	case IBV_WR_LOCAL_INV:
+		return type != IBV_QPT_XRC_RECV;
+	case IBV_WR_SEND_WITH_INV:
+		return type == IBV_QPT_RC;
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
 		return type != IBV_QPT_XRC_RECV;
@@ -683,8 +689,27 @@ static int build_mpe_wqe(struct uroce_send_wqe *wqe,
 	return 0;
 }
 
+/* A window's bind: checked against the window and MR when it executes
+ * (uroce_mw_bind), in send queue order. */
+static int build_bind_wqe(struct uroce_send_wqe *wqe,
+			  const struct ibv_send_wr *wr,
+			  enum uroce_post_from from)
+{
+	struct ibv_mw *mw = wr->bind_mw.mw;
+
+	if (!mw || (mw->type == IBV_MW_TYPE_1) != (from == UROCE_POST_BIND_MW))
+		return EINVAL;
+	wqe->mw = container_of(mw, struct uroce_mw, ibmw);
+	wqe->bind_rkey = wr->bind_mw.rkey;
+	wqe->bind = wr->bind_mw.bind_info;
+	wqe->num_sge = 0;
+	wqe->length = 0;
+	return 0;
+}
+
 static int build_send_wqe(struct uroce_qp *qp, uint32_t slot,
-			  const struct ibv_send_wr *wr, bool staged)
+			  const struct ibv_send_wr *wr,
+			  enum uroce_post_from from)
 {
 	struct uroce_send_wqe *wqe = &qp->sq[slot];
 	bool is_read = wr->opcode == IBV_WR_RDMA_READ;
@@ -692,7 +717,7 @@ static int build_send_wqe(struct uroce_qp *qp, uint32_t slot,
 			 wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
 	int err;
 
-	if (!opcode_ok(qp->ibqpx.qp_base.qp_type, wr->opcode, staged))
+	if (!opcode_ok(qp->ibqpx.qp_base.qp_type, wr->opcode, from))
 		return EINVAL;
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->init.cap.max_send_sge)
 		return EINVAL;
@@ -722,6 +747,14 @@ static int build_send_wqe(struct uroce_qp *qp, uint32_t slot,
 	if ((int)wr->opcode == UROCE_WR_FLUSH ||
 	    wr->opcode == IBV_WR_ATOMIC_WRITE)
 		return build_mpe_wqe(wqe, wr);
+	if (wr->opcode == IBV_WR_BIND_MW)
+		return build_bind_wqe(wqe, wr, from);
+	wqe->inv_rkey = wr->invalidate_rkey;
+	if (wr->opcode == IBV_WR_LOCAL_INV) {
+		wqe->num_sge = 0;
+		wqe->length = 0;
+		return 0;
+	}
 	if (is_atomic) {
 		wqe->remote_addr = wr->wr.atomic.remote_addr;
 		wqe->rkey = wr->wr.atomic.rkey;
@@ -757,7 +790,7 @@ static int build_send_wqe(struct uroce_qp *qp, uint32_t slot,
 }
 
 int uroce_post_send_wrs(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
-			struct ibv_send_wr **bad_wr, bool staged)
+			struct ibv_send_wr **bad_wr, enum uroce_post_from from)
 {
 	struct uroce_qp *qp = to_uqp(ibqp);
 	enum ibv_qp_state state = atomic_load(&qp->state);
@@ -776,7 +809,7 @@ int uroce_post_send_wrs(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			err = ENOMEM;
 			break;
 		}
-		err = build_send_wqe(qp, qp->sq_head, wr, staged);
+		err = build_send_wqe(qp, qp->sq_head, wr, from);
 		if (err)
 			break;
 		qp->sq_head = next;
@@ -794,7 +827,7 @@ int uroce_post_send_wrs(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 int uroce_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		    struct ibv_send_wr **bad_wr)
 {
-	return uroce_post_send_wrs(ibqp, wr, bad_wr, false);
+	return uroce_post_send_wrs(ibqp, wr, bad_wr, UROCE_POST_VERB);
 }
 
 int uroce_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,

@@ -155,6 +155,34 @@ static void wr_flush(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr,
 		  (uint64_t)level << 8 | type);
 }
 
+static void wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw,
+		       uint32_t rkey, const struct ibv_mw_bind_info *info)
+{
+	struct ibv_send_wr *wr = new_wr(qpx, IBV_WR_BIND_MW);
+
+	if (!wr)
+		return;
+	wr->bind_mw.mw = mw;
+	wr->bind_mw.rkey = rkey;
+	wr->bind_mw.bind_info = *info;
+}
+
+static void wr_local_inv(struct ibv_qp_ex *qpx, uint32_t rkey)
+{
+	struct ibv_send_wr *wr = new_wr(qpx, IBV_WR_LOCAL_INV);
+
+	if (wr)
+		wr->invalidate_rkey = rkey;
+}
+
+static void wr_send_inv(struct ibv_qp_ex *qpx, uint32_t rkey)
+{
+	struct ibv_send_wr *wr = new_wr(qpx, IBV_WR_SEND_WITH_INV);
+
+	if (wr)
+		wr->invalidate_rkey = rkey;
+}
+
 static void wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah,
 			   uint32_t remote_qpn, uint32_t remote_qkey)
 {
@@ -250,7 +278,8 @@ static int wr_complete(struct ibv_qp_ex *qpx)
 	int err = s->err;
 
 	if (!err && s->n)
-		err = uroce_post_send_wrs(&qpx->qp_base, s->wr, &bad, true);
+		err = uroce_post_send_wrs(&qpx->qp_base, s->wr, &bad,
+					  UROCE_POST_WR_API);
 	s->n = 0;
 	pthread_mutex_unlock(&s->lock);
 	return err;
@@ -276,9 +305,15 @@ static uint64_t supported_ops(enum ibv_qp_type type)
 		ops |= IBV_QP_EX_WITH_RDMA_READ |
 		       IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
 		       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+	if (type != IBV_QPT_XRC_RECV)
+		ops |= IBV_QP_EX_WITH_LOCAL_INV;
+	if (type == IBV_QPT_RC || type == IBV_QPT_UC ||
+	    type == IBV_QPT_XRC_SEND)
+		ops |= IBV_QP_EX_WITH_BIND_MW;
 	/* RC only, as on Soft-RoCE */
 	if (type == IBV_QPT_RC)
-		ops |= IBV_QP_EX_WITH_ATOMIC_WRITE | UROCE_QP_EX_WITH_FLUSH;
+		ops |= IBV_QP_EX_WITH_ATOMIC_WRITE | UROCE_QP_EX_WITH_FLUSH |
+		       IBV_QP_EX_WITH_SEND_WITH_INV;
 	return ops;
 }
 
@@ -318,6 +353,9 @@ int uroce_qp_ex_init(struct uroce_qp *qp, const struct ibv_qp_init_attr_ex *attr
 	x->wr_atomic_cmp_swp = wr_cmp_swp;
 	x->wr_atomic_fetch_add = wr_fetch_add;
 	x->wr_atomic_write = wr_atomic_write;
+	x->wr_bind_mw = wr_bind_mw;
+	x->wr_local_inv = wr_local_inv;
+	x->wr_send_inv = wr_send_inv;
 	qp->wr_flush = wr_flush;
 	x->wr_set_ud_addr = wr_set_ud_addr;
 	x->wr_set_xrc_srqn = wr_set_xrc_srqn;

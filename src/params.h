@@ -36,6 +36,12 @@ enum uroce_params {
 	 * for what the peer offers) */
 	UROCE_MAX_INIT_RD_ATOMIC = 128,
 	UROCE_MAX_COMP_CHANNELS = 1 << 16,
+	/* Device memory (ibv_alloc_dm) is host memory the library owns: a
+	 * software NIC has no memory of its own.  Bounded all the same, per
+	 * process (one NIC each), at what mlx5's MEMIC offers, so that a
+	 * program sized for hardware runs unchanged and one that asks for
+	 * more fails here as it would there. */
+	UROCE_MAX_DM_SIZE = 256 * 1024,
 	UROCE_GID_TBL_LEN = 16,
 	UROCE_PKEY_TBL_LEN = 1,
 	UROCE_DEFAULT_PKEY = 0xFFFF,

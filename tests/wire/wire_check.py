@@ -4,6 +4,7 @@
   wire_check.py --traffic BIN --lib DIR --work DIR loopback --family 4|6
   wire_check.py --traffic BIN --lib DIR --work DIR netns
   wire_check.py --traffic BIN --lib DIR --work DIR mpe --program RC_MPE
+  wire_check.py --traffic BIN --lib DIR --work DIR mw --program RC_MW
 
 loopback: runs wire_traffic (scenarios "all" and "loss") between two
 processes over 127.0.0.1 or ::1 with UROCE_PCAP set for both, then checks
@@ -28,6 +29,10 @@ Needs root; without it the test fails.
 mpe: runs rc_mpe's "ok" case (ATOMIC WRITE, FLUSH) with a capture per
 process and checks those opcodes' headers byte by byte, their answers (an
 empty READ RESPONSE ONLY at the request's PSN) and every ICRC.
+
+mw: runs rc_mw with a capture per process: tshark decodes the SENDs with
+Invalidate (opcode 0x17, IETH); the one naming a window is ACKed, the one
+naming none NAKed as an invalid request.
 """
 import argparse
 import json
@@ -159,14 +164,20 @@ def num(v):
 
 def decode(pcap):
     """One dict per frame, the fields named in FIELDS."""
+    return decode_with(pcap, [])
+
+
+def decode_with(pcap, raw_fields):
+    """decode, plus fields kept as tshark prints them."""
+    fields = FIELDS + raw_fields
     out = tshark(pcap, ['-T', 'fields', '-E', 'separator=\t',
                   '-E', 'occurrence=f'] +
-                 sum((['-e', f] for f in FIELDS), []))
+                 sum((['-e', f] for f in fields), []))
     frames = []
     for line in out.splitlines():
         vals = line.split('\t')
-        vals += [''] * (len(FIELDS) - len(vals))
-        f = dict(zip(FIELDS, vals))
+        vals += [''] * (len(fields) - len(vals))
+        f = dict(zip(fields, vals))
         for k in FIELDS:
             if k in ('ip.src', 'ip.dst', 'ipv6.src', 'ipv6.dst',
                      'infiniband.immdt'):
@@ -605,20 +616,8 @@ FLUSH, ATOMIC_WRITE = 0x1C, 0x1D
 
 
 def mpe(a):
-    from scapy.all import UDP, raw, rdpcap
-    work = os.path.join(a.work, 'mpe')
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    env = dict(os.environ, LD_LIBRARY_PATH=a.lib,
-               UROCE_PCAP=os.path.join(work, 'mpe.%p.pcap'))
-    r = subprocess.run([a.program, 'ok'], env=env, capture_output=True,
-                       text=True, timeout=90)
-    if r.returncode != 0:
-        die('rc_mpe ok: %s%s' % (r.stdout, r.stderr))
-    pcaps = sorted(os.path.join(work, f) for f in os.listdir(work))
-    if len(pcaps) != 2:
-        die('want a capture per process, got %s' % pcaps)
-    for pcap in pcaps:
+    from scapy.all import UDP, rdpcap
+    for pcap in captures_of(a, 'mpe', a.program, ['ok']):
         check_expert(pcap)
         check_icrc(pcap)
         frames = decode(pcap)
@@ -663,6 +662,60 @@ def mpe(a):
             fail('%s: never seen: %s' % (pcap, sorted(want - seen)))
         print('%s: %d FLUSH / ATOMIC WRITE requests checked' %
               (pcap, len(requests)))
+
+
+def captures_of(a, name, program, args=()):
+    """Runs a two-process test program with a capture per process."""
+    work = os.path.join(a.work, name)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    env = dict(os.environ, LD_LIBRARY_PATH=a.lib,
+               UROCE_PCAP=os.path.join(work, name + '.%p.pcap'))
+    r = subprocess.run([program] + list(args), env=env, capture_output=True,
+                       text=True, timeout=90)
+    if r.returncode != 0:
+        die('%s: %s%s' % (program, r.stdout, r.stderr))
+    pcaps = sorted(os.path.join(work, f) for f in os.listdir(work))
+    if len(pcaps) != 2:
+        die('want a capture per process, got %s' % pcaps)
+    return pcaps
+
+
+SEND_ONLY_INV = 0x17
+AETH_NAK_INV_REQ = 0x61
+
+
+def mw(a):
+    """rc_mw's SENDs with Invalidate: tshark decodes their IETH; the one
+    naming a window is ACKed, the one naming none NAKed (invalid request)."""
+    for pcap in captures_of(a, 'mw', a.program):
+        check_expert(pcap)
+        check_icrc(pcap)
+        frames = decode_with(pcap, ['infiniband.ieth'])
+        # every round reuses the PSNs on new QPs: a SEND's answer is the
+        # first ACK with its PSN that follows it
+        sends, answers, waiting = {}, {}, {}
+        for n, f in enumerate(frames):
+            opc, psn = f['infiniband.bth.opcode'], f['infiniband.bth.psn']
+            if opc == SEND_ONLY_INV:
+                sends[n] = f
+                waiting[psn] = n
+            elif opc == OP['ACK'] and psn in waiting:
+                answers[waiting.pop(psn)] = f['infiniband.aeth.syndrome']
+        got = []
+        for n, f in sends.items():
+            plen = f['udp.length'] - 8 - 12 - 4 - 4 - f['infiniband.bth.padcnt']
+            if plen != 16 or not re.fullmatch(r'[0-9a-f]{8}',
+                                              f['infiniband.ieth'] or ''):
+                fail('%s frame %d: SEND Only with Invalidate: payload %d, '
+                     'IETH %r' % (pcap, f['frame.number'], plen,
+                                  f['infiniband.ieth']))
+            got.append(answers.get(n))
+        if sorted(got, key=str) != sorted([AETH_ACK, AETH_NAK_INV_REQ],
+                                          key=str):
+            fail('%s: SEND with Invalidate answers %s, want one ACK 0x%x '
+                 'and one NAK 0x%x' % (pcap, got, AETH_ACK, AETH_NAK_INV_REQ))
+        print('%s: %d SEND with Invalidate checked' % (pcap, len(sends)))
 
 
 # ---- XRC, from an unmodified ibv_xsrq_pingpong ------------------------------
@@ -1016,6 +1069,8 @@ def main():
     x.add_argument('--preload', help='LD_PRELOAD for the tool only')
     m = sub.add_parser('mpe')
     m.add_argument('--program', required=True, help='rc_mpe')
+    m = sub.add_parser('mw')
+    m.add_argument('--program', required=True, help='rc_mw')
     a = ap.parse_args()
     # Only the traffic runs over uroce (run_pair sets it): tcpdump and
     # tshark link libibverbs too, and must not pick up uroce's.
@@ -1029,6 +1084,8 @@ def main():
         xrc(a)
     elif a.mode == 'mpe':
         mpe(a)
+    elif a.mode == 'mw':
+        mw(a)
     else:
         netns(a)
     if errors:

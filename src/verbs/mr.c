@@ -304,9 +304,10 @@ static struct ibv_mr *reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
 	return &mr->ibmr;
 }
 
-/* A DM MR may be empty, as the kernel lets its range end anywhere within
- * the DM, where ibv_reg_mr's may not: that one is reg_mr without the range
- * check, and its keys name no memory. */
+/* For verbs/dm.c.  A DM MR may be empty (the kernel lets its range end
+ * anywhere within the DM), which reg_mr refuses as the kernel does for
+ * ibv_reg_mr: an empty one is reg_mr without the range check, its keys
+ * naming no memory. */
 struct ibv_mr *uroce_reg_mr_at(struct ibv_pd *ibpd, void *addr, size_t length,
 			       uint64_t iova, unsigned int access)
 {

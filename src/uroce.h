@@ -651,6 +651,12 @@ struct uroce_mr *uroce_mr_lookup(struct uroce_nic *nic, uint32_t key);
  * the MR's iova space. */
 uint8_t *uroce_mr_ptr(const struct uroce_mr *mr, uint64_t addr, uint64_t len);
 
+/* On-demand paging (verbs/odp.c): fault [addr, addr + length) in, for
+ * writing or reading, as a NIC's page fault would; 0 or EFAULT.  And
+ * whether a range is mapped at all (0 or EFAULT), without touching it. */
+int uroce_odp_fault(const void *addr, size_t length, bool write);
+int uroce_range_mapped(const void *addr, size_t length);
+
 /* Memory windows (verbs/mw.c).  The window behind key for a request that
  * arrived on QP qpn of protection domain pd: its host memory for
  * [va, va + len) if the binding grants access there, else NULL.  Engine

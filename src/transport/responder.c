@@ -300,6 +300,7 @@ static uint8_t *resp_check_rkey(struct uroce_qp *qp, uint32_t rkey,
 				uint64_t va, uint32_t len, int access)
 {
 	struct uroce_mr *mr = uroce_mr_lookup(qp->nic, rkey);
+	uint8_t *p;
 
 	if (!mr || !resp_pd(qp) || !(qp->attr.qp_access_flags & access))
 		return NULL;
@@ -309,7 +310,12 @@ static uint8_t *resp_check_rkey(struct uroce_qp *qp, uint32_t rkey,
 				    access);
 	if (mr->pd != to_upd(resp_pd(qp)) || !(mr->access & access))
 		return NULL;
-	return uroce_mr_ptr(mr, va, len);
+	p = uroce_mr_ptr(mr, va, len);
+	/* an ODP page that cannot be faulted in is an access error */
+	if (p && (mr->access & IBV_ACCESS_ON_DEMAND) &&
+	    uroce_odp_fault(p, len, access != IBV_ACCESS_REMOTE_READ))
+		return NULL;
+	return p;
 }
 
 /* ---- request handlers ---------------------------------------------------- */

@@ -198,6 +198,7 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	c->ops.post_srq_recv = uroce_post_srq_recv;
 	/* Every other op stays NULL: the inline wrappers then report
 	 * EOPNOTSUPP (or fall back to an exported verb) on their own. */
+	ctx->vctx.advise_mr = uroce_advise_mr;
 	c->ops.alloc_mw = uroce_alloc_mw;
 	c->ops.dealloc_mw = uroce_dealloc_mw;
 	c->ops.bind_mw = uroce_bind_mw;
@@ -323,8 +324,8 @@ int uroce_query_device_ex(struct ibv_context *context,
 	if (!context || !attr || (input && input->comp_mask) ||
 	    attr_size < sizeof(attr->orig_attr))
 		return EINVAL;
-	/* Everything past orig_attr stays zero (no ODP, TSO, RSS,
-	 * tag matching, CQ moderation, ...) except what follows. */
+	/* Everything past orig_attr stays zero (no TSO, RSS, tag matching,
+	 * CQ moderation, ...) except what follows. */
 	memset(&ex, 0, sizeof(ex));
 	uroce_fill_device_attr(to_uctx(context)->nic, &ex.orig_attr);
 	/* the memory placement extensions, as Soft-RoCE offers them */
@@ -333,6 +334,19 @@ int uroce_query_device_ex(struct ibv_context *context,
 				 UROCE_DEVICE_FLUSH_PERSISTENT |
 				 UROCE_DEVICE_ATOMIC_WRITE;
 	ex.phys_port_cnt_ex = ex.orig_attr.phys_port_cnt;
+	/* on-demand paging, implicit too, for every operation (verbs/odp.c) */
+	ex.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+	ex.odp_caps.per_transport_caps.rc_odp_caps =
+		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
+		IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+		IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+	ex.odp_caps.per_transport_caps.uc_odp_caps =
+		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
+		IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_SRQ_RECV;
+	ex.odp_caps.per_transport_caps.ud_odp_caps =
+		IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
+		IBV_ODP_SUPPORT_SRQ_RECV;
+	ex.xrc_odp_caps = ex.odp_caps.per_transport_caps.rc_odp_caps;
 	/* completions can be stamped with a 64-bit ns clock (verbs/cq_ex.c) */
 	ex.completion_timestamp_mask = UINT64_MAX;
 	ex.hca_core_clock = 1000000;	/* kHz */

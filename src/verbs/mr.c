@@ -16,7 +16,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,7 +36,8 @@
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |                    \
 	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |                   \
 	 IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_HUGETLB |     \
-	 UROCE_ACCESS_FLUSH_GLOBAL | UROCE_ACCESS_FLUSH_PERSISTENT)
+	 IBV_ACCESS_ON_DEMAND | UROCE_ACCESS_FLUSH_GLOBAL |                    \
+	 UROCE_ACCESS_FLUSH_PERSISTENT)
 
 /* ---- key randomness -------------------------------------------------------
  * splitmix64 seeded from getrandom(): statistically good, cheap, and not
@@ -147,7 +147,8 @@ uint8_t *uroce_mr_ptr(const struct uroce_mr *mr, uint64_t addr, uint64_t len)
 	/* written so that nothing can wrap around */
 	if (off > mr->ibmr.length || len > mr->ibmr.length - off)
 		return NULL;
-	return (uint8_t *)mr->ibmr.addr + off;
+	/* as integers: an implicit ODP MR starts at address 0 (NULL) */
+	return (uint8_t *)((uintptr_t)mr->ibmr.addr + off);
 }
 
 /* The element's memory if mr (which may be NULL) grants it, else NULL. */
@@ -191,6 +192,14 @@ int uroce_resolve_sges(struct uroce_nic *nic, struct uroce_pd *pd,
 			err = EINVAL;
 			break;
 		}
+		/* a send's ODP pages are faulted in now; a receive's when
+		 * it is consumed (uroce_sges_recheck) */
+		if (out[i].addr && !defer_errors &&
+		    (mr->access & IBV_ACCESS_ON_DEMAND) &&
+		    uroce_odp_fault(out[i].addr, in[i].length, need_write)) {
+			err = EFAULT;
+			break;
+		}
 		if (out[i].addr) {
 			out[i].mr = mr;
 			out[i].gen = mr->gen;
@@ -214,8 +223,6 @@ static int check_access(unsigned int access, int *kept)
 {
 	unsigned int mand = access & ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
 
-	if (mand & IBV_ACCESS_ON_DEMAND)
-		return EOPNOTSUPP;	/* the device reports no ODP caps */
 	if (mand & ~(unsigned int)ACCESS_SUPPORTED)
 		return EINVAL;
 	/* IBTA o10-37: the local side must be writable for remote writes */
@@ -226,39 +233,35 @@ static int check_access(unsigned int access, int *kept)
 	return 0;
 }
 
+/* Implicit ODP: one MR for the whole address space (iova = address). */
+static bool implicit_odp(const void *addr, size_t length, int access)
+{
+	return !addr && length == SIZE_MAX && (access & IBV_ACCESS_ON_DEMAND);
+}
+
 /* The kernel pins the pages at registration and fails with EFAULT when some
  * are not mapped.  uroce pins nothing, but checking that the range is mapped
  * turns a wild pointer into that same error instead of a SIGSEGV in the
- * engine later. */
-static int check_mapped(void *addr, size_t length)
+ * engine later.  An ODP range may be mapped later (verbs/odp.c). */
+static int check_range(void *addr, size_t length, uint64_t iova, int access)
 {
-	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-	uintptr_t start = (uintptr_t)addr & ~(page - 1);
-	uintptr_t end = (uintptr_t)addr + length;
-	unsigned char vec[4096];
-
-	while (start < end) {
-		size_t chunk = end - start;
-
-		if (chunk > sizeof(vec) * page)
-			chunk = sizeof(vec) * page;
-		if (mincore((void *)start, chunk, vec))
-			return errno == ENOMEM ? EFAULT : errno;
-		start += chunk;
-	}
-	return 0;
-}
-
-static int check_range(void *addr, size_t length, uint64_t iova)
-{
+	if (implicit_odp(addr, length, access))
+		return 0;
 	if (!length || (uintptr_t)addr + length < (uintptr_t)addr ||
 	    iova + length < iova)
 		return EINVAL;
-	return check_mapped(addr, length);
+	return (access & IBV_ACCESS_ON_DEMAND) ? 0
+					       : uroce_range_mapped(addr, length);
 }
 
+/* An application's memory, whose range is checked; or device memory
+ * (verbs/dm.c), uroce's own, which may be registered empty (the kernel lets
+ * a DM MR end anywhere within the DM). */
+enum reg_what { REG_USER, REG_DM };
+
 static struct ibv_mr *reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
-			     uint64_t iova, unsigned int access)
+			     uint64_t iova, unsigned int access,
+			     enum reg_what what)
 {
 	struct uroce_nic *nic;
 	struct uroce_mr *mr;
@@ -271,8 +274,10 @@ static struct ibv_mr *reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
 	err = check_access(access, &kept);
 	if (!err && (kept & IBV_ACCESS_ZERO_BASED))
 		iova = 0;
-	if (!err)
-		err = check_range(addr, length, iova);
+	if (!err && implicit_odp(addr, length, kept))
+		iova = 0;
+	if (!err && what == REG_USER)
+		err = check_range(addr, length, iova, kept);
 	if (err) {
 		errno = err;
 		return NULL;
@@ -304,62 +309,31 @@ static struct ibv_mr *reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
 	return &mr->ibmr;
 }
 
-/* For verbs/dm.c.  A DM MR may be empty (the kernel lets its range end
- * anywhere within the DM), which reg_mr refuses as the kernel does for
- * ibv_reg_mr: an empty one is reg_mr without the range check, its keys
- * naming no memory. */
 struct ibv_mr *uroce_reg_mr_at(struct ibv_pd *ibpd, void *addr, size_t length,
 			       uint64_t iova, unsigned int access)
 {
-	struct uroce_nic *nic = to_uctx(ibpd->context)->nic;
-	struct uroce_mr *mr;
-	int kept, err;
-
-	if (length)
-		return reg_mr(ibpd, addr, length, iova, access);
-	err = check_access(access, &kept);
-	mr = err ? NULL : calloc(1, sizeof(*mr));
-	if (!mr) {
-		errno = err ? err : ENOMEM;
-		return NULL;
-	}
-	mr->ibmr.context = ibpd->context;
-	mr->ibmr.pd = ibpd;
-	mr->ibmr.addr = addr;
-	mr->pd = to_upd(ibpd);
-	mr->iova = (kept & IBV_ACCESS_ZERO_BASED) ? 0 : iova;
-	mr->access = kept;
-	uroce_pd_hold(ibpd, 1);
-	pthread_rwlock_wrlock(&nic->mr_lock);
-	err = mr_publish_locked(nic, mr);
-	pthread_rwlock_unlock(&nic->mr_lock);
-	if (err) {
-		uroce_pd_hold(ibpd, -1);
-		free(mr);
-		errno = err;
-		return NULL;
-	}
-	return &mr->ibmr;
+	return reg_mr(ibpd, addr, length, iova, access, REG_DM);
 }
 
 UROCE_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr,
 				       size_t length, int access)
 {
-	return reg_mr(pd, addr, length, (uintptr_t)addr, (unsigned int)access);
+	return reg_mr(pd, addr, length, (uintptr_t)addr, (unsigned int)access,
+		      REG_USER);
 }
 
 UROCE_EXPORT struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr,
 					    size_t length, uint64_t iova,
 					    int access)
 {
-	return reg_mr(pd, addr, length, iova, (unsigned int)access);
+	return reg_mr(pd, addr, length, iova, (unsigned int)access, REG_USER);
 }
 
 UROCE_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
 					     size_t length, uint64_t iova,
 					     unsigned int access)
 {
-	return reg_mr(pd, addr, length, iova, access);
+	return reg_mr(pd, addr, length, iova, access, REG_USER);
 }
 
 UROCE_EXPORT int ibv_dereg_mr(struct ibv_mr *ibmr)
@@ -390,14 +364,18 @@ bool uroce_sges_recheck(struct uroce_nic *nic, const struct uroce_pd *pd,
 		if (!sge[i].length)
 			continue;
 		mr = uroce_mr_lookup(nic, sge[i].lkey);
-		if (mr && mr == sge[i].mr && mr->gen == sge[i].gen &&
-		    mr->pd == pd)
-			continue;
-		sge[i].addr = sge_ptr(mr, pd, true, sge[i].va, sge[i].length);
-		if (!sge[i].addr)
+		if (!mr || mr != sge[i].mr || mr->gen != sge[i].gen ||
+		    mr->pd != pd) {
+			sge[i].addr = sge_ptr(mr, pd, true, sge[i].va,
+					      sge[i].length);
+			if (!sge[i].addr)
+				return false;
+			sge[i].mr = mr;
+			sge[i].gen = mr->gen;
+		}
+		if ((mr->access & IBV_ACCESS_ON_DEMAND) &&
+		    uroce_odp_fault(sge[i].addr, sge[i].length, true))
 			return false;
-		sge[i].mr = mr;
-		sge[i].gen = mr->gen;
 	}
 	return true;
 }
@@ -440,7 +418,7 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags,
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
 		iova = (kept & IBV_ACCESS_ZERO_BASED) ? 0 : (uintptr_t)addr;
 		if (!err)
-			err = check_range(addr, length, iova);
+			err = check_range(addr, length, iova, kept);
 	} else {
 		addr = ibmr->addr;
 		length = ibmr->length;

@@ -148,8 +148,11 @@ enum ibv_wc_status uroce_mw_bind(struct uroce_qp *qp,
 	    (b->mw_access_flags & ~MW_ACCESS) || (type2 && mw->bound))
 		return IBV_WC_MW_BIND_ERR;
 	if (b->length) {
+		/* windows on ODP memory would need its page faults in
+		 * uroce_mw_ptr: not offered */
 		if (!mr || mr->pd != pd || mr->mw ||
 		    !(mr->access & IBV_ACCESS_MW_BIND) ||
+		    (mr->access & IBV_ACCESS_ON_DEMAND) ||
 		    ((b->mw_access_flags & (IBV_ACCESS_REMOTE_WRITE |
 					    IBV_ACCESS_REMOTE_ATOMIC)) &&
 		     !(mr->access & IBV_ACCESS_LOCAL_WRITE)))

@@ -22,6 +22,9 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_at
 /* mr.c: a key for mr (an MR or a window's slot) in the table; ENOMEM when full */
 int uroce_key_publish(struct uroce_nic *nic, struct uroce_mr *mr);
 void uroce_key_unpublish(struct uroce_nic *nic, struct uroce_mr *mr);
+/* odp.c */
+int uroce_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
+		    uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sge);
 /* mw.c */
 struct ibv_mw *uroce_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
 int uroce_dealloc_mw(struct ibv_mw *mw);

@@ -14,6 +14,7 @@
  * ibv_advise_mr prefetches the same way.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -47,6 +48,20 @@ int uroce_range_mapped(const void *addr, size_t length)
 	return 0;
 }
 
+static bool can_populate;
+static pthread_once_t populate_once = PTHREAD_ONCE_INIT;
+
+/* Whether this kernel has MADV_POPULATE_*: asked of a page surely mapped
+ * readable (this program's own text), since the same EINVAL also means
+ * "not accessible" (PROT_NONE) where it does. */
+static void probe_populate(void)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t self = (uintptr_t)&probe_populate & ~(page - 1);
+
+	can_populate = !madvise((void *)self, page, MADV_POPULATE_READ);
+}
+
 int uroce_odp_fault(const void *addr, size_t length, bool write)
 {
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -57,13 +72,14 @@ int uroce_odp_fault(const void *addr, size_t length, bool write)
 		return 0;
 	if (end < start)
 		return EFAULT;
+	pthread_once(&populate_once, probe_populate);
+	/* a kernel older than 5.14: that the pages are mapped is all that
+	 * can be checked without touching them (PROT_NONE passes) */
+	if (!can_populate)
+		return uroce_range_mapped(addr, length);
 	if (!madvise((void *)start, end - start,
 		     write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ))
 		return 0;
-	/* a kernel without MADV_POPULATE_*: that the pages are mapped is all
-	 * that can be checked without touching them */
-	if (errno == EINVAL)
-		return uroce_range_mapped(addr, length);
 	return EFAULT;
 }
 

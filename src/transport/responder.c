@@ -502,6 +502,11 @@ static void resp_atomic(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		resp_fatal(qp, pkt, AETH_NAK_REM_ACCESS);
 		return;
 	}
+	/* a zero-based MR may put an aligned iova at an unaligned address */
+	if ((uintptr_t)target & 7) {
+		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
+		return;
+	}
 	res = resp_new_res(qp);
 	if (!res) {
 		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);

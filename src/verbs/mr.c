@@ -410,6 +410,12 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags,
 		return IBV_REREG_MR_ERR_INPUT;
 	}
 	mr = to_umr(ibmr);
+	/* a DM MR is refused as the kernel refuses it; windows bound to the
+	 * MR hold its old translation */
+	if (mr->dm_users || atomic_load(&mr->mws_bound)) {
+		errno = mr->dm_users ? EINVAL : EBUSY;
+		return IBV_REREG_MR_ERR_INPUT;
+	}
 	nic = to_uctx(ibmr->context)->nic;
 	new_pd = (flags & IBV_REREG_MR_CHANGE_PD) ? to_upd(ibpd) : mr->pd;
 	kept = mr->access;

@@ -693,13 +693,15 @@ def mw(a):
         check_icrc(pcap)
         frames = decode_with(pcap, ['infiniband.ieth'])
         # every round reuses the PSNs on new QPs: a SEND's answer is the
-        # first ACK with its PSN that follows it
+        # first ACK with its PSN that follows it; a retransmission (a slow
+        # build can time out) is the same SEND again
         sends, answers, waiting = {}, {}, {}
-        for n, f in enumerate(frames):
+        for f in frames:
             opc, psn = f['infiniband.bth.opcode'], f['infiniband.bth.psn']
             if opc == SEND_ONLY_INV:
-                sends[n] = f
-                waiting[psn] = n
+                key = (f['infiniband.bth.destqp'], psn)
+                sends.setdefault(key, f)
+                waiting[psn] = key
             elif opc == OP['ACK'] and psn in waiting:
                 answers[waiting.pop(psn)] = f['infiniband.aeth.syndrome']
         got = []

@@ -4,7 +4,9 @@
 
 enum uroce_params {
 	UROCE_UDP_PORT = 4791,		/* IANA RoCEv2 destination port */
-	UROCE_SPORT_BASE = 0xC000,	/* source port = base | 14-bit hash(QPN) */
+	/* source port = base | process slot | flow class (uroce_qp_sport) */
+	UROCE_SPORT_BASE = 0xC000,
+	UROCE_SPORT_CLASS_BITS = 4,
 
 	UROCE_VENDOR_ID = 0xFFFFFF,	/* unknown to perftest's vendor tables */
 	UROCE_VENDOR_PART_ID = 0,

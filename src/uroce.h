@@ -281,6 +281,12 @@ struct uroce_nic {
 	pthread_mutex_t rx_lock;	/* one receiver at a time keeps order */
 	atomic_uint engine_seq;		/* odd while touching QPs/MRs */
 
+	/* objects counted against the limits ibv_query_device advertises
+	 * (QPs, MRs and windows are bounded by their tables) */
+	struct {
+		atomic_uint pd, cq, ah, srq;
+	} used;
+
 	struct uroce_faults faults;	/* guarded by rx_lock */
 	struct uroce_stats stats;
 
@@ -296,6 +302,18 @@ struct uroce_nic {
 
 /* Take / release the process NIC (created on first open_device). */
 struct uroce_nic *uroce_nic_get(void);
+/* Counts one more object against limit; false (the caller fails with
+ * ENOMEM, as a NIC out of resources) when that many exist already. */
+static inline bool uroce_nic_take(atomic_uint *used, unsigned limit)
+{
+	unsigned n = atomic_load(used);
+
+	do {
+		if (n >= limit)
+			return false;
+	} while (!atomic_compare_exchange_weak(used, &n, n + 1));
+	return true;
+}
 void uroce_nic_put(struct uroce_nic *nic);
 /* Wait until the engine no longer uses any QP/MR pointer it may have loaded
  * before the caller unpublished one. */

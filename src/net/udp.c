@@ -15,9 +15,16 @@
  * connected to the peer's address and source port: the kernel prefers a
  * connected socket to the shared ones, so its traffic arrives directly.
  *
- * Transmission uses one socket per QP, bound to the QP's RoCEv2 source port,
- * sending with an explicit source address so that the IP header matches the
- * one the transport computed the ICRC over.
+ * Transmission uses a socket bound to the QP's RoCEv2 source port, sending
+ * with an explicit source address so that the IP header matches the one the
+ * transport computed the ICRC over.
+ *
+ * Neither kind of socket is a QP's own: a source port names the sending
+ * process and one of 16 flow classes (uroce_qp_sport), so the QPs of a
+ * class share one transmit socket, and the QPs that talk to one peer
+ * process's class share one connected receive socket.  A process needs a
+ * few dozen descriptors however many QPs it has (ulimit -n 1024 and 10,000
+ * QPs); the sockets are counted and closed with their last QP.
  */
 #include <errno.h>
 #include <linux/filter.h>
@@ -95,6 +102,17 @@ struct sid_claim {
 
 enum { SID_FWD_CACHE = 64 };	/* services we forward to, connected */
 
+/* A socket QPs share: a transmit socket (family, source port), or a
+ * connected receive socket (our address, the peer's address and port). */
+struct shared_sock {
+	int fd;
+	unsigned refs;
+	bool rx;
+	int family;
+	uint16_t sport;
+	union uroce_sockaddr self, peer;
+};
+
 struct udp_priv {
 	int fd4, fd6;			/* -1 when absent */
 	int fdu;			/* our slot's forwarding listener */
@@ -118,6 +136,8 @@ struct udp_priv {
 	pthread_mutex_t tx_lock;
 	unsigned tx_hint;
 	_Atomic(struct tx_chunk *) tx[TX_CHUNKS];
+	struct shared_sock *shared;	/* under tx_lock */
+	unsigned nshared, shared_cap;
 
 	/* recvmmsg state, used only by the single receiver (rx_lock) */
 	struct mmsghdr msg[RX_MSGS];
@@ -324,22 +344,11 @@ static void udp_close(struct uroce_nic *nic)
 		close(p->fwd_from[i]);
 	if (p->epfd >= 0)
 		close(p->epfd);
-	for (unsigned c = 0; c < TX_CHUNKS; c++) {
-		struct tx_chunk *chunk = atomic_load(&p->tx[c]);
-
-		if (!chunk)
-			continue;
-		for (unsigned i = 0; i < TX_CHUNK; i++) {
-			int fd = atomic_load(&chunk->fd[i]);
-			int rxfd = atomic_load(&chunk->rxfd[i]);
-
-			if (fd >= 0)
-				close(fd);
-			if (rxfd >= 0)
-				close(rxfd);
-		}
-		free(chunk);
-	}
+	for (unsigned c = 0; c < TX_CHUNKS; c++)
+		free(atomic_load(&p->tx[c]));
+	for (unsigned i = 0; i < p->nshared; i++)
+		close(p->shared[i].fd);
+	free(p->shared);
 	uroce_pcap_close(p->pcap);
 	pthread_mutex_destroy(&p->tx_lock);
 	free(p);
@@ -493,22 +502,102 @@ static int tx_socket(int family, uint16_t sport)
 	return fd;
 }
 
+static bool same_sockaddr(const union uroce_sockaddr *a,
+			  const union uroce_sockaddr *b)
+{
+	if (a->sa.sa_family != b->sa.sa_family)
+		return false;
+	if (a->sa.sa_family == AF_INET)
+		return a->in4.sin_port == b->in4.sin_port &&
+		       a->in4.sin_addr.s_addr == b->in4.sin_addr.s_addr;
+	return a->in6.sin6_port == b->in6.sin6_port &&
+	       !memcmp(&a->in6.sin6_addr, &b->in6.sin6_addr,
+		       sizeof(a->in6.sin6_addr));
+}
+
+/* The shared socket for a key, counted once more; -1 if there is none.
+ * tx_lock held. */
+static int shared_get(struct udp_priv *p, const struct shared_sock *key)
+{
+	for (unsigned i = 0; i < p->nshared; i++) {
+		struct shared_sock *s = &p->shared[i];
+
+		if (s->rx != key->rx)
+			continue;
+		if (s->rx ? same_sockaddr(&s->self, &key->self) &&
+				    same_sockaddr(&s->peer, &key->peer)
+			  : s->family == key->family && s->sport == key->sport) {
+			s->refs++;
+			return s->fd;
+		}
+	}
+	return -1;
+}
+
+/* Adds a new socket under key with one reference; tx_lock held. */
+static int shared_add(struct udp_priv *p, const struct shared_sock *key,
+		      int fd)
+{
+	if (p->nshared == p->shared_cap) {
+		unsigned cap = p->shared_cap ? 2 * p->shared_cap : 32;
+		struct shared_sock *n = realloc(p->shared, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		p->shared = n;
+		p->shared_cap = cap;
+	}
+	p->shared[p->nshared] = *key;
+	p->shared[p->nshared].fd = fd;
+	p->shared[p->nshared].refs = 1;
+	p->nshared++;
+	return 0;
+}
+
+/* Drops a reference to the shared socket fd; true if it was the last,
+ * when the caller closes it.  tx_lock held. */
+static bool shared_put(struct udp_priv *p, int fd)
+{
+	for (unsigned i = 0; i < p->nshared; i++) {
+		if (p->shared[i].fd != fd)
+			continue;
+		if (--p->shared[i].refs)
+			return false;
+		p->shared[i] = p->shared[--p->nshared];
+		return true;
+	}
+	return true;
+}
+
 static int udp_tx_open(struct uroce_nic *nic, int family, uint16_t sport)
 {
-	int fd, h;
+	struct udp_priv *p = nic->net_priv;
+	struct shared_sock key = { .family = family, .sport = sport };
+	int fd, h, err = 0;
 
 	if (family != AF_INET && family != AF_INET6) {
 		STAT_INC(nic, tx_errors);
 		return -EAFNOSUPPORT;
 	}
-	fd = tx_socket(family, sport);
+	pthread_mutex_lock(&p->tx_lock);
+	fd = shared_get(p, &key);
 	if (fd < 0) {
-		STAT_INC(nic, tx_errors);
-		return fd;
+		fd = tx_socket(family, sport);
+		err = fd < 0 ? fd : shared_add(p, &key, fd);
+		if (err && fd >= 0)
+			close(fd);
 	}
-	h = tx_insert(nic->net_priv, fd, sport);
+	pthread_mutex_unlock(&p->tx_lock);
+	if (err) {
+		STAT_INC(nic, tx_errors);
+		return err;
+	}
+	h = tx_insert(p, fd, sport);
 	if (h < 0) {
-		close(fd);
+		pthread_mutex_lock(&p->tx_lock);
+		if (shared_put(p, fd))
+			close(fd);
+		pthread_mutex_unlock(&p->tx_lock);
 		STAT_INC(nic, tx_errors);
 	}
 	return h;
@@ -524,33 +613,44 @@ static int udp_steer(struct uroce_nic *nic, int tx,
 	struct tx_chunk *c;
 	int fd, err;
 
+	struct shared_sock key = { .rx = true, .self = *self };
+
 	if (tx_fd(p, tx) < 0)
 		return -EBADF;
 	c = atomic_load(&p->tx[tx / TX_CHUNK]);
 	if (atomic_load(&c->rxfd[tx % TX_CHUNK]) >= 0)
 		return -EBUSY;
-	err = rx_socket_at(self, &fd);
-	if (err)
-		goto fail;
 	if (from.sa.sa_family == AF_INET)
 		from.in4.sin_port = htons(peer_sport);
 	else
 		from.in6.sin6_port = htons(peer_sport);
-	/* A socket connected to the peer's address and port scores above
-	 * the shared ones in the kernel's lookup.  Connecting never blocks
-	 * or sends anything for UDP. */
-	err = connect(fd, &from.sa, addr_len(from.sa.sa_family)) ? -errno : 0;
-	if (!err)
-		err = rx_watch(p, fd, RX_UDP);
+	key.peer = from;
+	pthread_mutex_lock(&p->tx_lock);
+	fd = shared_get(p, &key);
+	err = 0;
+	if (fd < 0) {
+		err = rx_socket_at(self, &fd);
+		/* A socket connected to the peer's address and port scores
+		 * above the shared ones in the kernel's lookup.  Connecting
+		 * never blocks or sends anything for UDP. */
+		if (!err && connect(fd, &from.sa, addr_len(from.sa.sa_family)))
+			err = -errno;
+		if (!err)
+			err = rx_watch(p, fd, RX_UDP);
+		if (!err)
+			err = shared_add(p, &key, fd);
+		if (err && fd >= 0) {
+			epoll_ctl(p->epfd, EPOLL_CTL_DEL, fd, NULL);
+			close(fd);
+		}
+	}
+	pthread_mutex_unlock(&p->tx_lock);
 	if (err) {
-		close(fd);
-		goto fail;
+		STAT_INC(nic, rx_errors);
+		return err;
 	}
 	atomic_store(&c->rxfd[tx % TX_CHUNK], fd);
 	return 0;
-fail:
-	STAT_INC(nic, rx_errors);
-	return err;
 }
 
 /* The caller guarantees no xmit on tx is in progress or follows. */
@@ -567,6 +667,11 @@ static void udp_tx_close(struct uroce_nic *nic, int tx)
 	fd = atomic_exchange(&c->fd[tx % TX_CHUNK], -1);
 	rxfd = atomic_exchange(&c->rxfd[tx % TX_CHUNK], -1);
 	p->tx_hint = tx;
+	/* other QPs may still use them */
+	if (fd >= 0 && !shared_put(p, fd))
+		fd = -1;
+	if (rxfd >= 0 && !shared_put(p, rxfd))
+		rxfd = -1;
 	pthread_mutex_unlock(&p->tx_lock);
 	if (fd >= 0)
 		close(fd);

@@ -42,8 +42,13 @@ UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *ibpd,
 		errno = EINVAL;
 		return NULL;
 	}
+	if (!uroce_nic_take(&nic->used.ah, UROCE_MAX_AH)) {
+		errno = ENOMEM;
+		return NULL;
+	}
 	ah = calloc(1, sizeof(*ah));
 	if (!ah) {
+		atomic_fetch_sub(&nic->used.ah, 1);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -53,6 +58,7 @@ UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *ibpd,
 			      nic->cfg->udp_port, &ah->src);
 	if (ah->src.sa.sa_family != ah->dst.sa.sa_family) {
 		free(ah);
+		atomic_fetch_sub(&nic->used.ah, 1);
 		errno = EINVAL;
 		return NULL;
 	}
@@ -72,6 +78,7 @@ UROCE_EXPORT int ibv_destroy_ah(struct ibv_ah *ibah)
 		return EINVAL;
 	ah = to_uah(ibah);
 	uroce_pd_hold(ibah->pd, -1);
+	atomic_fetch_sub(&to_uctx(ibah->context)->nic->used.ah, 1);
 	free(ah);
 	return 0;
 }

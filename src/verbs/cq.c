@@ -244,12 +244,17 @@ struct uroce_cq *uroce_cq_create(struct ibv_context *context, int cqe,
 		errno = EINVAL;
 		return NULL;
 	}
+	if (!uroce_nic_take(&to_uctx(context)->nic->used.cq, UROCE_MAX_CQ)) {
+		errno = ENOMEM;
+		return NULL;
+	}
 	slots = ring_slots(cqe);
 	cq = calloc(1, sizeof(*cq));
 	if (cq)
 		cq->ring = malloc((size_t)slots * sizeof(*cq->ring));
 	if (!cq || !cq->ring) {
 		free(cq);
+		atomic_fetch_sub(&to_uctx(context)->nic->used.cq, 1);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -356,6 +361,7 @@ UROCE_EXPORT int ibv_destroy_cq(struct ibv_cq *ibcq)
 	pthread_mutex_destroy(&cq->lock);
 	if (cq->parent_domain)
 		uroce_pd_hold(cq->parent_domain, -1);
+	atomic_fetch_sub(&to_uctx(ibcq->context)->nic->used.cq, 1);
 	free(cq->ring);
 	free(cq->ts);
 	free(cq->ex);

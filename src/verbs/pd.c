@@ -17,8 +17,13 @@ UROCE_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 		errno = EINVAL;
 		return NULL;
 	}
+	if (!uroce_nic_take(&to_uctx(context)->nic->used.pd, UROCE_MAX_PD)) {
+		errno = ENOMEM;
+		return NULL;
+	}
 	pd = calloc(1, sizeof(*pd));
 	if (!pd) {
+		atomic_fetch_sub(&to_uctx(context)->nic->used.pd, 1);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -58,6 +63,8 @@ UROCE_EXPORT int ibv_dealloc_pd(struct ibv_pd *ibpd)
 		return EBUSY;
 	if (pd->protection)
 		atomic_fetch_sub(&pd->protection->use_cnt, 1);
+	else	/* a parent domain is no PD of the device's */
+		atomic_fetch_sub(&to_uctx(ibpd->context)->nic->used.pd, 1);
 	if (pd->td_users)
 		atomic_fetch_sub(pd->td_users, 1);
 	free(pd);

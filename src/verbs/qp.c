@@ -11,12 +11,23 @@
 #include "transport/transport.h"
 #include "verbs/ops.h"
 
+/*
+ * The UDP source port of a QP's packets: 0xC000 | slot << 4 | class.  The
+ * slot names the process, so that a peer's connected receive socket for
+ * this port gets the packets of this process's QPs only (net/udp.c shares
+ * it among the QPs talking to them); the class, 4 bits hashed from the QP
+ * index, is the flow entropy ECMP spreads QPs of a process pair with.
+ */
+_Static_assert(24 - UROCE_QPN_SLOT_SHIFT + UROCE_SPORT_CLASS_BITS == 14,
+	       "slot and class fill the 14 bits above 0xC000");
+
 uint16_t uroce_qp_sport(uint32_t qpn)
 {
-	/* 14-bit flow entropy from the QPN, so ECMP spreads QPs over paths */
-	uint32_t h = qpn * 0x9E3779B1u;
+	uint32_t slot = (qpn >> UROCE_QPN_SLOT_SHIFT) & (UROCE_MAX_SLOTS - 1);
+	uint32_t h = (qpn & UROCE_MAX_QP) * 0x9E3779B1u;
 
-	return UROCE_SPORT_BASE | (h >> 18);
+	return UROCE_SPORT_BASE | slot << UROCE_SPORT_CLASS_BITS |
+	       h >> (32 - UROCE_SPORT_CLASS_BITS);
 }
 
 static int qp_check_caps(const struct ibv_qp_init_attr_ex *a)

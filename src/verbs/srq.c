@@ -162,6 +162,7 @@ static struct ibv_srq *srq_create(struct ibv_context *ctx, struct ibv_pd *ibpd,
 				  struct ibv_srq_attr *a, void *srq_context,
 				  struct uroce_xrcd *xrcd, struct ibv_cq *cq)
 {
+	struct uroce_nic *nic = to_uctx(ctx)->nic;
 	struct uroce_srq *srq;
 	uint32_t max_sge;
 	int err;
@@ -171,17 +172,19 @@ static struct ibv_srq *srq_create(struct ibv_context *ctx, struct ibv_pd *ibpd,
 		errno = EINVAL;
 		return NULL;
 	}
-	srq = calloc(1, sizeof(*srq));
-	if (!srq) {
+	/* every SRQ counts, numbered (XRC) or not */
+	if (!uroce_nic_take(&nic->used.srq, UROCE_MAX_SRQ)) {
 		errno = ENOMEM;
 		return NULL;
 	}
+	srq = calloc(1, sizeof(*srq));
 	/* An SRQ that can hold no data is no use: round 0 elements up to
 	 * one, as the man page allows (at least what was asked for). */
 	max_sge = a->max_sge ? a->max_sge : 1;
-	err = uroce_rq_init(&srq->rq, a->max_wr, max_sge);
+	err = srq ? uroce_rq_init(&srq->rq, a->max_wr, max_sge) : ENOMEM;
 	if (err) {
 		free(srq);
+		atomic_fetch_sub(&nic->used.srq, 1);
 		errno = err;
 		return NULL;
 	}
@@ -193,10 +196,11 @@ static struct ibv_srq *srq_create(struct ibv_context *ctx, struct ibv_pd *ibpd,
 	srq->cq = cq;
 	/* numbered last: a request may find it the moment it is */
 	if (xrcd) {
-		srq->srq_num = srq_publish(to_uctx(ctx)->nic, srq);
+		srq->srq_num = srq_publish(nic, srq);
 		if (!srq->srq_num) {
 			uroce_rq_destroy(&srq->rq);
 			free(srq);
+			atomic_fetch_sub(&nic->used.srq, 1);
 			errno = ENOMEM;
 			return NULL;
 		}
@@ -329,6 +333,7 @@ UROCE_EXPORT int ibv_destroy_srq(struct ibv_srq *ibsrq)
 	uroce_rq_destroy(&srq->rq);
 	pthread_cond_destroy(&ibsrq->cond);
 	pthread_mutex_destroy(&ibsrq->mutex);
+	atomic_fetch_sub(&to_uctx(ibsrq->context)->nic->used.srq, 1);
 	free(srq);
 	return 0;
 }

@@ -88,6 +88,16 @@ fail:
  * other processes that the kernel handed to our shared sockets (a CM message
  * we just sent to a neighbour, typically) are forwarded, not lost with us.
  */
+static void nic_dump_stats(struct uroce_nic *nic)
+{
+#define UROCE_STAT_PRINT(n)                                                    \
+	if (atomic_load(&nic->stats.n))                                        \
+		uroce_log("slot %u: %s %lu", nic->slot, #n,                    \
+			  atomic_load(&nic->stats.n));
+	UROCE_STATS(UROCE_STAT_PRINT)
+#undef UROCE_STAT_PRINT
+}
+
 static void nic_at_exit(void)
 {
 	struct uroce_nic *nic;
@@ -100,6 +110,10 @@ static void nic_at_exit(void)
 		return;
 	uroce_cm_exit(nic);
 	uroce_engine_drain(nic);
+	/* a program that exits without closing its device (most do on an
+	 * error) still reports its counters */
+	if (nic->cfg->debug)
+		nic_dump_stats(nic);
 }
 
 static void register_exit(void)
@@ -123,16 +137,6 @@ struct uroce_nic *uroce_nic_get(void)
 	nic = the_nic;
 	pthread_mutex_unlock(&nic_global_lock);
 	return nic;
-}
-
-static void nic_dump_stats(struct uroce_nic *nic)
-{
-#define UROCE_STAT_PRINT(n)                                                    \
-	if (atomic_load(&nic->stats.n))                                        \
-		uroce_log("slot %u: %s %lu", nic->slot, #n,                    \
-			  atomic_load(&nic->stats.n));
-	UROCE_STATS(UROCE_STAT_PRINT)
-#undef UROCE_STAT_PRINT
 }
 
 void uroce_nic_put(struct uroce_nic *nic)

@@ -53,6 +53,14 @@ enum uroce_params {
 	/* Transport: unacknowledged packets in flight per QP, and how often a
 	 * long message asks for an ACK so the window keeps moving. */
 	UROCE_DEFAULT_WINDOW = 128,
+	/* Unacknowledged packets of all of a process's reliable QPs at once,
+	 * shared out among those sending (each keeps at least MIN_WINDOW):
+	 * 1,000 QPs with full windows (512 MiB at a 4 KiB MTU) overrun any
+	 * receiver.  Measured on loopback: with this budget ib_write_bw -q
+	 * 1000 loses nothing to the receiver's socket buffer; with a
+	 * smaller one, or a smaller minimum, it runs slower. */
+	UROCE_INFLIGHT_BUDGET = 8192,
+	UROCE_MIN_WINDOW = 8,
 	/* The port's link rate (1X EDR): what query_port reports, and what
 	 * UC and UD, which nothing else slows down, are paced to. */
 	UROCE_DEFAULT_RATE_MBPS = 25000,

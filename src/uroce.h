@@ -281,6 +281,10 @@ struct uroce_nic {
 	pthread_mutex_t rx_lock;	/* one receiver at a time keeps order */
 	atomic_uint engine_seq;		/* odd while touching QPs/MRs */
 
+	/* reliable QPs with packets unacknowledged: they share the
+	 * in-flight budget (transport/requester.c) */
+	atomic_uint active_senders;
+
 	/* objects counted against the limits ibv_query_device advertises
 	 * (QPs, MRs and windows are bounded by their tables) */
 	struct {
@@ -569,6 +573,7 @@ struct uroce_qp {
 		uint32_t offset;	/* bytes of sq[sq_next] already packetized */
 		uint32_t since_ackreq;	/* packets since we last asked for an ACK */
 		uint32_t rd_atomic_out;	/* READ/atomic requests in flight */
+		bool active;		/* counted in nic->active_senders */
 		uint64_t wait_until;	/* ns: RNR wait or UC/UD pacing; 0 = none */
 		uint64_t pace_ns;	/* UC/UD: when the link is free again */
 	} req;

@@ -91,6 +91,7 @@ void uroce_comp_flush(struct uroce_qp *qp)
 	qp->req.rd_atomic_out = 0;
 	qp->comp.deadline = 0;
 	qp->req.wait_until = 0;
+	uroce_req_set_active(qp, false);
 }
 
 /* Forward progress: restart the retry budget and the ACK timer. */
@@ -105,6 +106,7 @@ static void comp_progress(struct uroce_qp *qp, uint32_t new_psn)
 		uroce_req_seek(qp, new_psn);
 	if (qp->comp.psn == qp->req.max_psn) {
 		qp->comp.deadline = 0;
+		uroce_req_set_active(qp, false);
 	} else {
 		uint64_t t = uroce_ack_timeout_ns(qp->attr.timeout);
 

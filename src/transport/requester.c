@@ -56,9 +56,36 @@ static uint8_t send_opcode(const struct uroce_send_wqe *wqe, bool first,
 	return write ? IB_OP_WRITE_MIDDLE : IB_OP_SEND_MIDDLE;
 }
 
+void uroce_req_set_active(struct uroce_qp *qp, bool active)
+{
+	if (qp->req.active == active)
+		return;
+	qp->req.active = active;
+	if (active)
+		atomic_fetch_add(&qp->nic->active_senders, 1);
+	else
+		atomic_fetch_sub(&qp->nic->active_senders, 1);
+}
+
+/* Packets this QP may have unacknowledged: its window, or its share of
+ * the process's budget when many QPs send at once. */
+static uint32_t req_window(const struct uroce_qp *qp)
+{
+	uint32_t senders = atomic_load(&qp->nic->active_senders);
+	uint32_t w = qp->nic->cfg->window, share;
+
+	if (senders <= 1)
+		return w;
+	share = UROCE_INFLIGHT_BUDGET / senders;
+	if (share < UROCE_MIN_WINDOW)
+		share = UROCE_MIN_WINDOW;
+	return share < w ? share : w;
+}
+
 /* Build the packet at the requester's current position. */
 static void build_request(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
-			  struct uroce_txpkt *p, bool *last_out)
+			  struct uroce_txpkt *p, bool *last_out,
+			  uint32_t window)
 {
 	enum ibv_qp_type type = qp->ibqpx.qp_base.qp_type;
 	uint8_t service = type == IBV_QPT_UD ? IB_OPC_UD :
@@ -132,9 +159,12 @@ static void build_request(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 		paylen = left > qp->mtu ? qp->mtu : left;
 		last = paylen == left;
 		op = send_opcode(wqe, first, last);
-		/* only RC and XRC acknowledge */
+		/* only RC and XRC acknowledge; a packet that fills the
+		 * window asks too, or the window would never open again */
 		ackreq = uroce_qp_reliable(qp) &&
-			 (last || qp->req.since_ackreq + 1 >= UROCE_ACKREQ_EVERY);
+			 (last || qp->req.since_ackreq + 1 >= UROCE_ACKREQ_EVERY ||
+			  (uint32_t)psn_diff(psn_add(psn, 1), qp->comp.psn) >=
+				  window);
 		bth_init(h, service | op, last && (wqe->send_flags & IBV_SEND_SOLICITED),
 			 0, pkey, dqpn, ackreq, psn);
 		if (service == IB_OPC_UD) {
@@ -199,14 +229,30 @@ static void arm_timer(struct uroce_qp *qp)
 	uroce_nic_kick(qp->nic, qp->comp.deadline);
 }
 
-static void flush_batch(struct uroce_qp *qp, struct uroce_txpkt *pkts,
+/* How long a QP waits when the socket's send queue is full. */
+enum { TX_BACKOFF_NS = 100000 };
+
+/* Returns false if the network took only part of the batch: like a NIC
+ * whose link is busy, the QP then waits and resends from the first packet
+ * that did not go, rather than lose it and wait for the ACK timeout (with
+ * many QPs sharing a socket that loss would feed on itself). */
+static bool flush_batch(struct uroce_qp *qp, struct uroce_txpkt *pkts,
 			unsigned *n)
 {
-	if (!*n)
-		return;
-	uroce_xmit(qp, pkts, *n);
-	arm_timer(qp);
+	unsigned want = *n;
+	int sent;
+
 	*n = 0;
+	if (!want)
+		return true;
+	sent = uroce_xmit(qp, pkts, want);
+	arm_timer(qp);
+	if (sent >= (int)want)
+		return true;
+	uroce_req_seek(qp, bth_psn(pkts[sent > 0 ? sent : 0].hdr));
+	qp->req.wait_until = uroce_now_ns() + TX_BACKOFF_NS;
+	uroce_nic_kick(qp->nic, qp->req.wait_until);
+	return false;
 }
 
 /* Bytes a UC/UD QP may send at once before pacing holds it back. */
@@ -276,7 +322,7 @@ static void req_progress_unacked(struct uroce_qp *qp, enum ibv_qp_state state)
 			uroce_xmit(qp, pkts, n);
 			n = 0;
 		}
-		build_request(qp, wqe, &pkts[n++], &last);
+		build_request(qp, wqe, &pkts[n++], &last, UINT32_MAX);
 		qp->req.psn = psn_add(qp->req.psn, 1);
 		qp->req.offset += qp->mtu;
 		if (last) {
@@ -309,7 +355,7 @@ void uroce_req_progress(struct uroce_qp *qp)
 	struct uroce_txpkt pkts[REQ_TX_BATCH];
 	enum ibv_qp_state state = atomic_load(&qp->state);
 	unsigned n = 0;
-	uint32_t window = qp->nic->cfg->window;
+	uint32_t window;
 
 	if ((state != IBV_QPS_RTS && state != IBV_QPS_SQD) || qp->req.wait_until)
 		return;
@@ -317,6 +363,7 @@ void uroce_req_progress(struct uroce_qp *qp)
 		req_progress_unacked(qp, state);
 		return;
 	}
+	window = req_window(qp);
 
 	while (qp->sq_next != qp->sq_head) {
 		struct uroce_send_wqe *wqe = &qp->sq[qp->sq_next];
@@ -358,7 +405,8 @@ void uroce_req_progress(struct uroce_qp *qp)
 			wqe->state = WQE_SENDING;	/* resent after a rewind */
 		}
 
-		build_request(qp, wqe, &pkts[n++], &last);
+		build_request(qp, wqe, &pkts[n++], &last, window);
+		uroce_req_set_active(qp, true);
 		if (uroce_wqe_is_read_or_atomic(wqe)) {
 			/* the request consumes the PSNs of all its responses */
 			qp->req.psn = psn_add(wqe->first_psn, wqe->npkts);
@@ -373,8 +421,8 @@ void uroce_req_progress(struct uroce_qp *qp)
 			qp->req.offset = 0;
 			qp->sq_next = (qp->sq_next + 1) % qp->sq_size;
 		}
-		if (n == REQ_TX_BATCH)
-			flush_batch(qp, pkts, &n);
+		if (n == REQ_TX_BATCH && !flush_batch(qp, pkts, &n))
+			return;
 	}
 	flush_batch(qp, pkts, &n);
 }

@@ -305,6 +305,7 @@ UROCE_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
 static void qp_reset(struct uroce_qp *qp)
 {
 	qp->sq_head = qp->sq_next = qp->sq_tail = 0;
+	uroce_req_set_active(qp, false);
 	memset(&qp->req, 0, sizeof(qp->req));
 	memset(&qp->comp, 0, sizeof(qp->comp));
 	if (!qp->srq && !qp->xrcd) {

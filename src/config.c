@@ -225,6 +225,17 @@ static const char *set_pcap(struct uroce_config *c, const char *v)
 	return NULL;
 }
 
+static const char *set_engine(struct uroce_config *c, const char *v)
+{
+	if (!strcmp(v, "spin"))
+		c->spin = true;
+	else if (!strcmp(v, "sleep"))
+		c->spin = false;
+	else
+		return "expected sleep or spin";
+	return NULL;
+}
+
 static const struct setting {
 	const char *var;	/* environment variable */
 	const char *key;	/* key in the UROCE_CONFIG file */
@@ -238,6 +249,7 @@ static const struct setting {
 	{ "UROCE_FAULTS", "faults", set_faults },
 	{ "UROCE_DEBUG", "debug", set_debug },
 	{ "UROCE_PCAP", "pcap", set_pcap },
+	{ "UROCE_ENGINE", "engine", set_engine },
 };
 
 static void apply(const struct setting *s, const char *value,

@@ -46,6 +46,7 @@ struct uroce_config {
 	struct uroce_faults_cfg faults;	/* UROCE_FAULTS=drop=0.02,dup=..,reorder=..,seed=7 */
 	int debug;			/* UROCE_DEBUG=1: log drops to stderr */
 	char pcap[256];			/* UROCE_PCAP: capture file; empty = off */
+	bool spin;			/* UROCE_ENGINE=spin: never sleep */
 };
 
 /* Loaded once from the environment (and the file named by UROCE_CONFIG). */

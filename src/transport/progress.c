@@ -153,6 +153,13 @@ static void *engine_main(void *arg)
 			ts.tv_nsec = d % 1000000000ull;
 			tsp = &ts;
 		}
+		/* UROCE_ENGINE=spin: look and go round again, never sleep: a
+		 * core for the wake-ups a sleeping thread pays on every
+		 * packet nobody polls for (ib_write_lat's target) */
+		if (nic->cfg->spin) {
+			ts = (struct timespec){ 0, 0 };
+			tsp = &ts;
+		}
 		for (int i = 0; i < nfds + 2; i++)
 			pfd[i].revents = 0;
 		atomic_store(&nic->engine_sleep_until, sleep_until);
@@ -182,7 +189,7 @@ static void *engine_main(void *arg)
 		now = uroce_now_ns();
 		if (!kicked && now < sleep_until &&
 		    (now - atomic_load(&nic->app_poll_ns) < ENGINE_DEFER_NS ||
-		     (left && !data)))
+		     ((left || nic->cfg->spin) && !data)))
 			continue;
 
 		pthread_mutex_lock(&nic->rx_lock);

@@ -885,6 +885,28 @@ class Netns:
         x = ('ip', 'netns', 'exec', self.r)
         sh(*x, 'sysctl', '-q', '-w', 'net.ipv4.ip_forward=1')
         sh(*x, 'sysctl', '-q', '-w', 'net.ipv6.conf.all.forwarding=1')
+        # Permanent neighbours: a datagram sent while ARP or neighbour
+        # discovery is still resolving waits in a small queue that a
+        # burst of GSO runs overflows, and the wire then lacks a packet
+        # that uroce handed to the kernel.
+        links = [(self.a, 'a0', '10.77.1.2', 'fd77:1::2',
+                  self.r, 'r0', '10.77.1.1', 'fd77:1::1'),
+                 (self.b, 'b0', '10.77.2.2', 'fd77:2::2',
+                  self.r, 'r1', '10.77.2.1', 'fd77:2::1')]
+        for ns1, dev1, v4a, v6a, ns2, dev2, v4b, v6b in links:
+            mac1, mac2 = self.mac(ns1, dev1), self.mac(ns2, dev2)
+            for ns, dev, addrs, mac in ((ns1, dev1, (v4b, v6b), mac2),
+                                        (ns2, dev2, (v4a, v6a), mac1)):
+                for addr in addrs:
+                    sh('ip', 'netns', 'exec', ns, 'ip', 'neigh', 'replace',
+                       addr, 'lladdr', mac, 'dev', dev, 'nud', 'permanent')
+
+    @staticmethod
+    def mac(ns, dev):
+        out = subprocess.run(['ip', 'netns', 'exec', ns, 'cat',
+                              '/sys/class/net/%s/address' % dev],
+                             capture_output=True, text=True, check=True)
+        return out.stdout.strip()
 
     def down(self):
         for ns in (self.a, self.r, self.b):

@@ -485,6 +485,33 @@ static void resp_read(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	qp->resp.psn = psn_add(qp->resp.psn, res->npkts);
 }
 
+/* The naturally aligned 8 bytes an atomic or ATOMIC WRITE targets, and a
+ * responder resource to remember it by; NULL once the request is refused
+ * (NAKed, the QP in error). */
+static uint64_t *resp_atomic_target(struct uroce_qp *qp, struct uroce_pkt *pkt,
+				    uint32_t rkey, uint64_t va, int access,
+				    struct uroce_resp_res **res)
+{
+	uint8_t *p;
+
+	if (va & 7) {
+		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
+		return NULL;
+	}
+	p = resp_check_rkey(qp, rkey, va, 8, access);
+	if (!p) {
+		resp_fatal(qp, pkt, AETH_NAK_REM_ACCESS);
+		return NULL;
+	}
+	/* a zero-based MR may put an aligned iova at an unaligned address */
+	*res = (uintptr_t)p & 7 ? NULL : resp_new_res(qp);
+	if (!*res) {
+		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
+		return NULL;
+	}
+	return (uint64_t *)p;
+}
+
 static void resp_atomic(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	const uint8_t *ae = pkt->bth + ib_opcodes[pkt->opcode].atmeth;
@@ -492,26 +519,10 @@ static void resp_atomic(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	struct uroce_resp_res *res;
 	uint64_t *target;
 
-	if (va & 7) {		/* atomics need a naturally aligned target */
-		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
+	target = resp_atomic_target(qp, pkt, atmeth_rkey(ae), va,
+				    IBV_ACCESS_REMOTE_ATOMIC, &res);
+	if (!target)
 		return;
-	}
-	target = (uint64_t *)resp_check_rkey(qp, atmeth_rkey(ae), va, 8,
-					     IBV_ACCESS_REMOTE_ATOMIC);
-	if (!target) {
-		resp_fatal(qp, pkt, AETH_NAK_REM_ACCESS);
-		return;
-	}
-	/* a zero-based MR may put an aligned iova at an unaligned address */
-	if ((uintptr_t)target & 7) {
-		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
-		return;
-	}
-	res = resp_new_res(qp);
-	if (!res) {
-		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
-		return;
-	}
 	/* CPU atomics: atomic against every other atomic on this host,
 	 * including other uroce processes and the application itself. */
 	if ((pkt->opcode & 0x1F) == IB_OP_CMP_SWAP) {
@@ -555,31 +566,18 @@ static void resp_atomic_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	const uint8_t *reth = pkt->bth + ib_opcodes[pkt->opcode].reth;
 	struct uroce_resp_res *res;
-	uint64_t value;
-	uint8_t *dst;
+	uint64_t value, *dst;
 
-	if (reth_len(reth) != 8 || pkt->paylen != 8 || (reth_va(reth) & 7)) {
+	if (reth_len(reth) != 8 || pkt->paylen != 8) {
 		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
 		return;
 	}
-	dst = resp_check_rkey(qp, reth_rkey(reth), reth_va(reth), 8,
-			      IBV_ACCESS_REMOTE_WRITE);
-	if (!dst) {
-		resp_fatal(qp, pkt, AETH_NAK_REM_ACCESS);
+	dst = resp_atomic_target(qp, pkt, reth_rkey(reth), reth_va(reth),
+				 IBV_ACCESS_REMOTE_WRITE, &res);
+	if (!dst)
 		return;
-	}
-	/* a zero-based MR may put an aligned iova at an unaligned address */
-	if ((uintptr_t)dst & 7) {
-		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
-		return;
-	}
-	res = resp_new_res(qp);
-	if (!res) {
-		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
-		return;
-	}
 	memcpy(&value, pkt->payload, 8);
-	__atomic_store_n((uint64_t *)dst, value, __ATOMIC_RELEASE);
+	__atomic_store_n(dst, value, __ATOMIC_RELEASE);
 	resp_mpe_done(qp, pkt, res);
 }
 

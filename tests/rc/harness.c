@@ -697,6 +697,21 @@ static void describe_wc(char *buf, size_t len, const struct ibv_wc *wc)
 		 wc->wc_flags, wc->qp_num, wc->src_qp);
 }
 
+void h_expect_status_at(const char *file, int line, struct h_ep *ep,
+			uint64_t wr_id, enum ibv_wc_status status,
+			const char *what)
+{
+	struct ibv_wc wc;
+
+	if (!h_poll(ep->scq, &wc, H_WC_TIMEOUT_MS))
+		h_fail_at(file, line, "%s: no completion", what);
+	if (wc.wr_id != wr_id || wc.status != status)
+		h_fail_at(file, line, "%s: wr %llu status %s, want wr %llu %s",
+			  what, (unsigned long long)wc.wr_id,
+			  ibv_wc_status_str(wc.status),
+			  (unsigned long long)wr_id, ibv_wc_status_str(status));
+}
+
 struct ibv_wc h_expect_wc_at(const char *file, int line, struct h_ep *ep,
 			     bool send, struct h_want want)
 {

@@ -222,6 +222,13 @@ struct ibv_wc h_expect_wc_at(const char *file, int line, struct h_ep *ep,
 	h_expect_wc_at(__FILE__, __LINE__, ep, true, (struct h_want){ __VA_ARGS__ })
 #define H_EXPECT_RECV(ep, ...)                                                 \
 	h_expect_wc_at(__FILE__, __LINE__, ep, false, (struct h_want){ __VA_ARGS__ })
+/* Polls ep's send CQ for one completion, which must be wr_id's with
+ * status (whatever its other fields); what names the operation. */
+void h_expect_status_at(const char *file, int line, struct h_ep *ep,
+			uint64_t wr_id, enum ibv_wc_status status,
+			const char *what);
+#define H_EXPECT_STATUS(ep, wr_id, status, what)                               \
+	h_expect_status_at(__FILE__, __LINE__, ep, wr_id, status, what)
 /* Fails if cq yields a completion within ms. */
 void h_expect_no_wc_at(const char *file, int line, struct ibv_cq *cq,
 		       unsigned ms);

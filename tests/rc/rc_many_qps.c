@@ -90,6 +90,20 @@ static void connect_to(struct h_proc *p, struct ibv_qp *qp, uint32_t dqpn)
 
 static long nqps = 10000;
 
+/* Polls cq once; every completion must be a success.  Returns how many. */
+static int reap(struct ibv_cq *cq)
+{
+	struct ibv_wc wc[64];
+	int n = ibv_poll_cq(cq, 64, wc);
+
+	H_CHECK(n >= 0);
+	for (int i = 0; i < n; i++)
+		if (wc[i].status != IBV_WC_SUCCESS)
+			h_fail("wr %llu: %s", (unsigned long long)wc[i].wr_id,
+			       ibv_wc_status_str(wc[i].status));
+	return n;
+}
+
 static void run(struct h_proc *p)
 {
 	struct rlimit rl = { 1024, 1024 };
@@ -97,7 +111,6 @@ static void run(struct h_proc *p)
 	struct ibv_qp **qp = calloc((size_t)nqps, sizeof(*qp));
 	struct ibv_cq *cq;
 	struct h_buf b;
-	struct ibv_wc wc[64];
 	long done = 0;
 
 	H_CHECK(qp);
@@ -145,28 +158,11 @@ static void run(struct h_proc *p)
 		H_OK(ibv_post_send(qp[2 * k], &ww, &sbad));
 		H_OK(ibv_post_send(qp[2 * k + 1], &sw, &sbad));
 		/* keep the CQ from overflowing: at most ~3 * 1000 pending */
-		while (done < 3 * (k + 1) - 3000) {
-			int n = ibv_poll_cq(cq, 64, wc);
-
-			H_CHECK(n >= 0);
-			for (int i = 0; i < n; i++)
-				if (wc[i].status != IBV_WC_SUCCESS)
-					h_fail("wr %llu: %s",
-					       (unsigned long long)wc[i].wr_id,
-					       ibv_wc_status_str(wc[i].status));
-			done += n;
-		}
+		while (done < 3 * (k + 1) - 3000)
+			done += reap(cq);
 	}
 	for (uint64_t t0 = h_now_ns(); done < 3 * pairs;) {
-		int n = ibv_poll_cq(cq, 64, wc);
-
-		H_CHECK(n >= 0);
-		for (int i = 0; i < n; i++)
-			if (wc[i].status != IBV_WC_SUCCESS)
-				h_fail("wr %llu: %s",
-				       (unsigned long long)wc[i].wr_id,
-				       ibv_wc_status_str(wc[i].status));
-		done += n;
+		done += reap(cq);
 		if (h_now_ns() - t0 > 60ull * 1000 * 1000 * 1000)
 			h_fail("%ld of %ld completions", done, 3 * pairs);
 	}

@@ -302,16 +302,7 @@ static void requester_bad(struct h_proc *p, const struct bad *at)
 	else
 		ibv_wr_atomic_write(qpx, rkey, r.addr + (uint64_t)at->off, &v);
 	H_OK(ibv_wr_complete(qpx));
-	{
-		struct ibv_wc wc;
-
-		if (!h_poll(ep.scq, &wc, H_WC_TIMEOUT_MS))
-			h_fail("%s: no completion", at->what);
-		if (wc.status != at->status)
-			h_fail("%s: status %s, want %s", at->what,
-			       ibv_wc_status_str(wc.status),
-			       ibv_wc_status_str(at->status));
-	}
+	H_EXPECT_STATUS(&ep, 1, at->status, at->what);
 	H_EQ(h_qp_state(ep.qp), IBV_QPS_ERR);
 	h_sync(sock);
 	h_ep_destroy(&ep);

@@ -45,19 +45,6 @@ struct win {
 
 static struct h_buf pbuf;
 
-static void expect_status(struct h_ep *ep, uint64_t id,
-			  enum ibv_wc_status status, const char *what)
-{
-	struct ibv_wc wc;
-
-	if (!h_poll(ep->scq, &wc, H_WC_TIMEOUT_MS))
-		h_fail("%s: no completion", what);
-	if (wc.wr_id != id || wc.status != status)
-		h_fail("%s: wr %llu status %s, want %s", what,
-		       (unsigned long long)wc.wr_id,
-		       ibv_wc_status_str(wc.status), ibv_wc_status_str(status));
-}
-
 static void write_at(struct h_ep *ep, const struct win *w, uint64_t off,
 		     uint32_t len, uint64_t seed, enum ibv_wc_status status,
 		     const char *what)
@@ -67,7 +54,7 @@ static void write_at(struct h_ep *ep, const struct win *w, uint64_t off,
 	h_fill(pbuf.mem, len, seed);
 	h_post_rdma(ep, seed, IBV_WR_RDMA_WRITE, &sge, 1, IBV_SEND_SIGNALED,
 		    w->addr + off, w->rkey, 0);
-	expect_status(ep, seed, status, what);
+	H_EXPECT_STATUS(ep, seed, status, what);
 }
 
 static void send_inv(struct h_ep *ep, uint32_t rkey,
@@ -80,7 +67,7 @@ static void send_inv(struct h_ep *ep, uint32_t rkey,
 				  .invalidate_rkey = rkey }, *bad;
 
 	H_OK(ibv_post_send(ep->qp, &wr, &bad));
-	expect_status(ep, 77, status, what);
+	H_EXPECT_STATUS(ep, 77, status, what);
 }
 
 static void peer_round(struct h_proc *p, int round)
@@ -105,11 +92,11 @@ static void peer_round(struct h_proc *p, int round)
 		write_at(&ep, &w, 100, 64, 11, IBV_WC_SUCCESS, "WRITE inside");
 		h_post_rdma(&ep, 12, IBV_WR_RDMA_READ, &sge, 1,
 			    IBV_SEND_SIGNALED, w.addr + 100, w.rkey, 0);
-		expect_status(&ep, 12, IBV_WC_SUCCESS, "READ inside");
+		H_EXPECT_STATUS(&ep, 12, IBV_WC_SUCCESS, "READ inside");
 		h_expect_mem(pbuf.mem + PAGE, pbuf.mem, 64, "READ back");
 		h_post_atomic(&ep, 13, IBV_WR_ATOMIC_FETCH_AND_ADD, &sge,
 			      IBV_SEND_SIGNALED, w.addr, w.rkey, 1, 0);
-		expect_status(&ep, 13, IBV_WC_REM_ACCESS_ERR,
+		H_EXPECT_STATUS(&ep, 13, IBV_WC_REM_ACCESS_ERR,
 			      "atomic the window does not grant");
 		break;
 	}

@@ -62,19 +62,6 @@ static void fill_hole(uint8_t *hole)
 
 /* ---- the peer (role 0) ----------------------------------------------- */
 
-static void expect_status(struct h_ep *ep, uint64_t id,
-			  enum ibv_wc_status status, const char *what)
-{
-	struct ibv_wc wc;
-
-	if (!h_poll(ep->scq, &wc, H_WC_TIMEOUT_MS))
-		h_fail("%s: no completion", what);
-	if (wc.wr_id != id || wc.status != status)
-		h_fail("%s: wr %llu status %s, want %s", what,
-		       (unsigned long long)wc.wr_id,
-		       ibv_wc_status_str(wc.status), ibv_wc_status_str(status));
-}
-
 static void peer_local(struct h_proc *p, struct h_ep *ep)
 {
 	uint8_t *hole = make_hole();
@@ -111,7 +98,7 @@ static void peer_round(struct h_proc *p, struct h_buf *b, int round)
 		h_fill(b->mem, 64, 1);
 		h_post_rdma(&ep, 1, IBV_WR_RDMA_WRITE, &sge, 1,
 			    IBV_SEND_SIGNALED, t.hole + 100, t.hole_rkey, 0);
-		expect_status(&ep, 1, IBV_WC_REM_ACCESS_ERR,
+		H_EXPECT_STATUS(&ep, 1, IBV_WC_REM_ACCESS_ERR,
 			      "WRITE into an unmapped ODP range");
 		break;
 	case 2: {
@@ -122,16 +109,16 @@ static void peer_round(struct h_proc *p, struct h_buf *b, int round)
 		h_fill(b->mem, 64, 2);
 		h_post_rdma(&ep, 2, IBV_WR_RDMA_WRITE, &sge, 1,
 			    IBV_SEND_SIGNALED, t.hole + 100, t.hole_rkey, 0);
-		expect_status(&ep, 2, IBV_WC_SUCCESS, "WRITE once mapped");
+		H_EXPECT_STATUS(&ep, 2, IBV_WC_SUCCESS, "WRITE once mapped");
 		h_post_rdma(&ep, 3, IBV_WR_RDMA_READ, &rs, 1,
 			    IBV_SEND_SIGNALED, t.hole + 100, t.hole_rkey, 0);
-		expect_status(&ep, 3, IBV_WC_SUCCESS, "READ once mapped");
+		H_EXPECT_STATUS(&ep, 3, IBV_WC_SUCCESS, "READ once mapped");
 		h_expect_mem(b->mem + PAGE, b->mem, 64, "READ back");
 		rs.length = 8;
 		h_post_atomic(&ep, 4, IBV_WR_ATOMIC_FETCH_AND_ADD, &rs,
 			      IBV_SEND_SIGNALED, t.hole + 2 * PAGE,
 			      t.hole_rkey, 5, 0);
-		expect_status(&ep, 4, IBV_WC_SUCCESS, "FETCH_ADD once mapped");
+		H_EXPECT_STATUS(&ep, 4, IBV_WC_SUCCESS, "FETCH_ADD once mapped");
 		memcpy(&orig, b->mem + PAGE, 8);
 		H_EQ(orig, 0);	/* a fresh anonymous page */
 		break;
@@ -143,11 +130,11 @@ static void peer_round(struct h_proc *p, struct h_buf *b, int round)
 		h_fill(b->mem, 64, 3);
 		h_post_rdma(&ep, 5, IBV_WR_RDMA_WRITE, &sge, 1,
 			    IBV_SEND_SIGNALED, t.buf, t.implicit_rkey, 0);
-		expect_status(&ep, 5, IBV_WC_SUCCESS, "WRITE, implicit MR");
+		H_EXPECT_STATUS(&ep, 5, IBV_WC_SUCCESS, "WRITE, implicit MR");
 		memset(b->mem + PAGE, 0, 64);
 		h_post_rdma(&ep, 6, IBV_WR_RDMA_READ, &rs, 1,
 			    IBV_SEND_SIGNALED, t.buf, t.implicit_rkey, 0);
-		expect_status(&ep, 6, IBV_WC_SUCCESS, "READ, implicit MR");
+		H_EXPECT_STATUS(&ep, 6, IBV_WC_SUCCESS, "READ, implicit MR");
 		h_expect_mem(b->mem + PAGE, b->mem, 64, "READ back");
 		break;
 	}
@@ -155,7 +142,7 @@ static void peer_round(struct h_proc *p, struct h_buf *b, int round)
 		h_sync(sock);	/* the receive is posted */
 		h_post_rdma(&ep, 7, IBV_WR_SEND, &sge, 1, IBV_SEND_SIGNALED,
 			    0, 0, 0);
-		expect_status(&ep, 7, IBV_WC_REM_OP_ERR,
+		H_EXPECT_STATUS(&ep, 7, IBV_WC_REM_OP_ERR,
 			      "SEND into an unmapped ODP receive");
 		break;
 	}

@@ -435,13 +435,18 @@ static void resp_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		qp->resp.ack_pending = true;
 }
 
-static struct uroce_resp_res *resp_new_res(struct uroce_qp *qp)
+/* A responder resource for a READ, atomic, FLUSH or ATOMIC WRITE; NULL
+ * once the request is refused (the QP offers none: max_dest_rd_atomic 0). */
+static struct uroce_resp_res *resp_new_res(struct uroce_qp *qp,
+					   struct uroce_pkt *pkt)
 {
 	uint32_t n = qp->attr.max_dest_rd_atomic;
 	struct uroce_resp_res *res;
 
-	if (!n)
+	if (!n) {
+		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
 		return NULL;
+	}
 	res = &qp->resp.res[qp->resp.res_next % n];
 	qp->resp.res_next = (qp->resp.res_next + 1) % n;
 	return res;
@@ -466,11 +471,9 @@ static void resp_read(struct uroce_qp *qp, struct uroce_pkt *pkt)
 			return;
 		}
 	}
-	res = resp_new_res(qp);
-	if (!res) {
-		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
+	res = resp_new_res(qp, pkt);
+	if (!res)
 		return;
-	}
 	*res = (struct uroce_resp_res){
 		.opcode = pkt->opcode,
 		.first_psn = pkt->psn,
@@ -504,12 +507,12 @@ static uint64_t *resp_atomic_target(struct uroce_qp *qp, struct uroce_pkt *pkt,
 		return NULL;
 	}
 	/* a zero-based MR may put an aligned iova at an unaligned address */
-	*res = (uintptr_t)p & 7 ? NULL : resp_new_res(qp);
-	if (!*res) {
+	if ((uintptr_t)p & 7) {
 		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
 		return NULL;
 	}
-	return (uint64_t *)p;
+	*res = resp_new_res(qp, pkt);
+	return *res ? (uint64_t *)p : NULL;
 }
 
 static void resp_atomic(struct uroce_qp *qp, struct uroce_pkt *pkt)
@@ -622,11 +625,9 @@ static void resp_flush(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		resp_fatal(qp, pkt, AETH_NAK_REM_ACCESS);
 		return;
 	}
-	res = resp_new_res(qp);
-	if (!res) {
-		resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
+	res = resp_new_res(qp, pkt);
+	if (!res)
 		return;
-	}
 	atomic_thread_fence(memory_order_seq_cst);
 	if ((plt & FETH_PLT_PERSISTENT) && len) {
 		uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);

@@ -19,6 +19,16 @@
  *	average".  Prints it in MiB/s (perftest's "MB/sec" is 2^20 bytes per
  *	second).
  *
+ *   netbase udp-rate [-s bytes] [-n datagrams]
+ *	The parent sends -n datagrams of -s bytes as fast as sendmmsg takes
+ *	them; the child receives with recvmmsg until none has come for 200 ms
+ *	and reports how many arrived and over how long: the datagram rate one
+ *	UDP socket receives, the floor for a message rate.
+ *
+ *   netbase memcpy [-s bytes] [-n copies]
+ *	Copies a buffer of -s bytes (touched first) -n times in one process;
+ *	prints MiB/s: the floor of a same-host copy.
+ *
  * -b busy-polls the ping-pong sockets (non-blocking receives in a loop), as
  * perftest polls its completion queues and uroce its UDP socket; without it
  * a receiver sleeps in the kernel until its message arrives.  Two spinning
@@ -47,13 +57,19 @@
 #include <time.h>
 #include <unistd.h>
 
-enum mode { UDP_PINGPONG, TCP_PINGPONG, TCP_STREAM };
+enum mode { UDP_PINGPONG, TCP_PINGPONG, TCP_STREAM, UDP_RATE, MEMCPY };
 
 static const char *const mode_names[] = {
 	[UDP_PINGPONG] = "udp-pingpong",
 	[TCP_PINGPONG] = "tcp-pingpong",
 	[TCP_STREAM] = "tcp-stream",
+	[UDP_RATE] = "udp-rate",
+	[MEMCPY] = "memcpy",
 };
+
+/* udp-rate: datagrams per sendmmsg / recvmmsg call, and the quiet time
+ * that ends the receiving. */
+enum { RATE_BATCH = 64, RATE_IDLE_MS = 200 };
 
 /* Round trips before the measured ones: caches, TCP's window, the scheduler. */
 enum { WARMUP = 100 };
@@ -99,7 +115,9 @@ static _Noreturn void usage(void)
 {
 	fprintf(stderr,
 		"usage: netbase udp-pingpong|tcp-pingpong [-s bytes] [-n iters] [-b] [-t seconds] [-l seconds]\n"
-		"       netbase tcp-stream [-s bytes] [-n writes] [-l seconds]\n");
+		"       netbase tcp-stream [-s bytes] [-n writes] [-l seconds]\n"
+		"       netbase udp-rate [-s bytes] [-n datagrams] [-l seconds]\n"
+		"       netbase memcpy [-s bytes] [-n copies]\n");
 	exit(2);
 }
 
@@ -153,7 +171,8 @@ static void parse(int argc, char **argv, struct opts *o)
 	}
 	if (optind != argc)
 		usage();
-	if (o->mode == UDP_PINGPONG && o->size > UDP_MAX)
+	if ((o->mode == UDP_PINGPONG || o->mode == UDP_RATE) &&
+	    o->size > UDP_MAX)
 		die("a UDP message holds at most %d bytes", UDP_MAX);
 }
 
@@ -184,7 +203,7 @@ static void connect_pair(const struct opts *o, int fd[2])
 	struct sockaddr_in a, b;
 	int lfd, one = 1;
 
-	if (o->mode == UDP_PINGPONG) {
+	if (o->mode == UDP_PINGPONG || o->mode == UDP_RATE) {
 		fd[0] = bound_socket(SOCK_DGRAM, &a);
 		fd[1] = bound_socket(SOCK_DGRAM, &b);
 		if (connect(fd[0], (struct sockaddr *)&b, sizeof(b)) ||
@@ -251,11 +270,52 @@ static bool recv_all(const struct opts *o, int fd, uint8_t *buf, size_t len)
 	return true;
 }
 
+/* udp-rate's child: counts datagrams until RATE_IDLE_MS pass without one,
+ * then answers with the count and the time from the first to the last. */
+static _Noreturn void rate_sink(const struct opts *o, int fd, uint8_t *buf)
+{
+	struct mmsghdr msg[RATE_BATCH];
+	struct iovec iov = { buf, o->size };
+	struct timeval idle = { 0, RATE_IDLE_MS * 1000 };
+	int rcvbuf = 16 << 20;
+	uint64_t got = 0, first = 0, last = 0, report[2];
+
+	for (int i = 0; i < RATE_BATCH; i++)
+		msg[i].msg_hdr = (struct msghdr){ .msg_iov = &iov,
+						  .msg_iovlen = 1 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof(idle)))
+		die("SO_RCVTIMEO: %s", strerror(errno));
+	for (;;) {
+		/* the first datagram may take the sender's start-up to come */
+		int n = recvmmsg(fd, msg, RATE_BATCH, 0, NULL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN && got)
+			break;
+		if (n < 0 && errno != EAGAIN)
+			die("recvmmsg: %s", strerror(errno));
+		if (n <= 0)
+			continue;
+		last = now_ns();
+		if (!got)
+			first = last;
+		got += (uint64_t)n;
+	}
+	report[0] = got;
+	report[1] = last - first;
+	send_all(fd, (uint8_t *)report, sizeof(report));
+	exit(0);
+}
+
 /* The child: echo every message, or sink the stream and acknowledge it. */
 static _Noreturn void serve(const struct opts *o, int fd, uint8_t *buf)
 {
 	uint8_t ack = 1;
 
+	if (o->mode == UDP_RATE)
+		rate_sink(o, fd, buf);
 	if (o->mode != TCP_STREAM) {
 		while (recv_all(o, fd, buf, o->size))
 			send_all(fd, buf, o->size);
@@ -323,6 +383,64 @@ static void stream(const struct opts *o, int fd, uint8_t *buf)
 	       (double)o->size * o->iters / ((now_ns() - t0) / 1e9) / (1 << 20));
 }
 
+static void rate_blast(const struct opts *o, int fd, uint8_t *buf)
+{
+	struct mmsghdr msg[RATE_BATCH];
+	struct iovec iov = { buf, o->size };
+	uint64_t report[2];
+	unsigned long sent = 0;
+
+	for (int i = 0; i < RATE_BATCH; i++)
+		msg[i].msg_hdr = (struct msghdr){ .msg_iov = &iov,
+						  .msg_iovlen = 1 };
+	while (sent < o->iters) {
+		unsigned want = o->iters - sent < RATE_BATCH ? o->iters - sent
+							     : RATE_BATCH;
+		int n = sendmmsg(fd, msg, want, 0);
+
+		if (n < 0 && (errno == EINTR || errno == ENOBUFS))
+			continue;
+		if (n < 0)
+			die("sendmmsg: %s", strerror(errno));
+		sent += (unsigned long)n;
+	}
+	/* the report: a datagram of its own size, which the count excludes */
+	for (;;) {
+		ssize_t n = recv(fd, report, sizeof(report), 0);
+
+		if (n == sizeof(report))
+			break;
+		if (n < 0 && errno != EINTR)
+			die("recv: %s", strerror(errno));
+	}
+	printf("%s size=%zu sent=%lu received=%llu dgrams_per_s=%.0f\n",
+	       mode_names[o->mode], o->size, sent,
+	       (unsigned long long)report[0],
+	       report[1] ? report[0] / (report[1] / 1e9) : 0.0);
+}
+
+static void copy_rate(const struct opts *o)
+{
+	uint8_t *src = malloc(o->size), *dst = malloc(o->size);
+	uint64_t t0;
+
+	if (!src || !dst)
+		die("out of memory");
+	memset(src, 0x5a, o->size);
+	memset(dst, 0xa5, o->size);
+	t0 = now_ns();
+	for (unsigned long i = 0; i < o->iters; i++) {
+		memcpy(dst, src, o->size);
+		/* keep the copies from being merged or dropped */
+		__asm__ volatile("" : : "r"(dst) : "memory");
+	}
+	printf("%s size=%zu copies=%lu mib_s=%.1f\n", mode_names[o->mode],
+	       o->size, o->iters,
+	       (double)o->size * o->iters / ((now_ns() - t0) / 1e9) / (1 << 20));
+	free(src);
+	free(dst);
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o;
@@ -331,6 +449,10 @@ int main(int argc, char **argv)
 	pid_t pid, parent = getpid();
 
 	parse(argc, argv, &o);
+	if (o.mode == MEMCPY) {
+		copy_rate(&o);
+		return 0;
+	}
 	buf = malloc(o.size);
 	if (!buf)
 		die("out of memory");
@@ -354,6 +476,8 @@ int main(int argc, char **argv)
 	alarm(o.limit_s);
 	if (o.mode == TCP_STREAM)
 		stream(&o, fd[0], buf);
+	else if (o.mode == UDP_RATE)
+		rate_blast(&o, fd[0], buf);
 	else
 		pingpong(&o, fd[0], buf);
 	fflush(stdout);

@@ -34,6 +34,8 @@ LAT_ITERS=5000
 BW_SIZES=(4096 65536 1048576)
 declare -A BW_ITERS=([4096]=10000 [65536]=1000 [1048576]=100)
 PINGPONG_S=2		# netbase's bound on a ping-pong (see -t in netbase.c)
+MEMCPY_SIZE=$((32 << 20))	# the memcpy floor's buffer
+RATE_SIZE=64		# message rate: ib_write_bw -q 4 against UDP datagrams
 LIMIT=30		# seconds any one process may run
 PORT=28700		# perftest's TCP ports: the first free ones from here, away
 		# from the tests' (18600 and up) and the ephemeral range (32768 and up)
@@ -87,14 +89,16 @@ fail() {
 	result=failed
 }
 
-# perftest <tool> <size> <iters> <column>: runs <tool> as server and client
-# on 127.0.0.1; sets result to <column> of the client's result row.
+# perftest <tool> <size> <iters> <column> [options...]: runs <tool> (with
+# the options) as server and client on 127.0.0.1; sets result to <column>
+# of the client's result row.
 perftest() {
 	local tool=$1 size=$2 iters=$3 col=$4 port args status
+	shift 4
 	while listening $PORT; do PORT=$((PORT + 1)); done
 	port=$PORT
 	PORT=$((PORT + 1))
-	args=(-x 0 -p $port -s "$size" -n "$iters")
+	args=(-x 0 -p $port -s "$size" -n "$iters" "$@")
 	echo "  $tool ${args[*]}" >&2
 
 	start "$tmp/server" "$tool" "${args[@]}"
@@ -188,6 +192,13 @@ for ((round = 1; round <= REPEATS; round++)); do
 			measure ${verb}_bw,$s perftest ib_${verb}_bw $s ${BW_ITERS[$s]} 4
 		done
 	done
+	measure memcpy netbase mib_s memcpy -s $MEMCPY_SIZE -n 20
+	# message rate: column 5, MsgRate in Mpps, over four QPs
+	measure udp_rate netbase dgrams_per_s udp-rate -s $RATE_SIZE -n 500000
+	measure write_rate perftest ib_write_bw $RATE_SIZE 50000 5 -q 4
+	# many QPs: the same 64 KiB WRITEs on 16 and on 1,000 QPs
+	measure qps,16 perftest ib_write_bw 65536 400 4 -q 16
+	measure qps,1000 perftest ib_write_bw 65536 8 4 -q 1000
 done
 
 # ---- report ----------------------------------------------------------------
@@ -233,6 +244,27 @@ for s in "${BW_SIZES[@]}"; do
 	echo "| $s | $w | $r | $sd | $t |" \
 	     "$(ratio "$w" "$t") | $(ratio "$r" "$t") | $(ratio "$sd" "$t") |"
 done
+
+echo
+m=$(med memcpy) w=$(med write_bw,1048576) r=$(med read_bw,1048576)
+echo "Same-host copy floor: memcpy of $((MEMCPY_SIZE >> 20)) MiB, $m MiB/s;" \
+     "ib_write_bw 1 MiB / memcpy $(ratio "$w" "$m"), ib_read_bw 1 MiB /" \
+     "memcpy $(ratio "$r" "$m")."
+echo
+wr=$(med write_rate) ur=$(med udp_rate)
+ur_m=$(awk -v a="$ur" 'BEGIN { if (a ~ /^[0-9.]+$/) printf "%.3f\n", a / 1e6; else print a }')
+echo "| message rate, $RATE_SIZE B | Mpps |"
+echo "|---|---:|"
+echo "| ib_write_bw -q 4 | $wr |"
+echo "| UDP datagrams one socket receives (sendmmsg blaster) | $ur_m |"
+echo "| ratio | $(ratio "$wr" "$ur_m") |"
+echo
+q16=$(med qps,16) q1000=$(med qps,1000)
+echo "| ib_write_bw 64 KiB | MiB/s |"
+echo "|---|---:|"
+echo "| -q 16 | $q16 |"
+echo "| -q 1000 | $q1000 |"
+echo "| 1000 / 16 | $(ratio "$q1000" "$q16") |"
 
 if [ $failures -ne 0 ]; then
 	echo "$failures measurement(s) failed; see above" >&2

@@ -6,6 +6,10 @@
 #
 #   bench/run.sh [build directory, default build]
 #
+# With gnuplot (apt-get install gnuplot-nox) it also draws latency.png and
+# bandwidth.png against message size, every path and floor, into
+# $PLOTS (default bench/plots).
+#
 # It builds what it runs in that directory first (configuring it if it has
 # never been).
 #
@@ -265,6 +269,66 @@ echo "|---|---:|"
 echo "| -q 16 | $q16 |"
 echo "| -q 1000 | $q1000 |"
 echo "| 1000 / 16 | $(ratio "$q1000" "$q16") |"
+
+# ---- plots -----------------------------------------------------------------
+
+PLOTS=${PLOTS:-$root/bench/plots}
+if command -v gnuplot >/dev/null; then
+	mkdir -p "$PLOTS"
+	for s in "${LAT_SIZES[@]}"; do
+		echo "$s $(med write_lat,$s) $(med send_lat,$s)" \
+		     "$(half "$(med read_lat,$s)") $(half "$(med udp,$s)")" \
+		     "$(half "$(med udp-busy,$s)") $(half "$(med tcp,$s)")"
+	done >"$tmp/lat.dat"
+	for s in "${BW_SIZES[@]}"; do
+		echo "$s $(med write_bw,$s) $(med read_bw,$s) $(med send_bw,$s)" \
+		     "$(med stream,$s) $(med memcpy)"
+	done >"$tmp/bw.dat"
+	title="uroce $(git describe --always --dirty 2>/dev/null), $(date -u '+%Y-%m-%d'), $(nproc) CPUs, loopback"
+	# tics at the sizes measured: "2" 2, "4 KiB" 4096, ...
+	tics() {
+		local s l sep=
+		printf '('
+		for s in "$@"; do
+			if [ $s -ge 1048576 ]; then l="$((s >> 20)) MiB"
+			elif [ $s -ge 1024 ]; then l="$((s >> 10)) KiB"
+			else l="$s B"; fi
+			printf '%s"%s" %s' "$sep" "$l" "$s"
+			sep=', '
+		done
+		printf ')'
+	}
+	gnuplot <<-EOF 2>"$tmp/gnuplot.err" || { echo "gnuplot failed:" >&2; cat "$tmp/gnuplot.err" >&2; }
+		set terminal pngcairo noenhanced size 900,560 font ",10"
+		set logscale x 2
+		set grid
+		set key outside right
+		set datafile missing "failed"
+		set xlabel "message size (bytes)"
+		set xtics $(tics "${LAT_SIZES[@]}")
+		set output "$PLOTS/latency.png"
+		set title "one-way latency (µs, lower is better): $title"
+		set logscale y
+		plot "$tmp/lat.dat" using 1:2 with linespoints title "ib_write_lat", \
+		     "" using 1:3 with linespoints title "ib_send_lat", \
+		     "" using 1:4 with linespoints title "ib_read_lat / 2", \
+		     "" using 1:5 with linespoints dt 2 title "UDP ping-pong", \
+		     "" using 1:6 with linespoints dt 2 title "UDP busy-poll", \
+		     "" using 1:7 with linespoints dt 2 title "TCP ping-pong"
+		set xtics $(tics "${BW_SIZES[@]}")
+		set output "$PLOTS/bandwidth.png"
+		set title "bandwidth (MiB/s, higher is better): $title"
+		plot "$tmp/bw.dat" using 1:2 with linespoints title "ib_write_bw", \
+		     "" using 1:3 with linespoints title "ib_read_bw", \
+		     "" using 1:4 with linespoints title "ib_send_bw", \
+		     "" using 1:5 with linespoints dt 2 title "TCP stream", \
+		     "" using 1:6 with lines lw 2 dt 3 lc rgb "black" title "memcpy (32 MiB)"
+	EOF
+	echo
+	echo "Plots: $PLOTS/latency.png, $PLOTS/bandwidth.png"
+else
+	echo "no plots: gnuplot is not installed (apt-get install gnuplot-nox)" >&2
+fi
 
 if [ $failures -ne 0 ]; then
 	echo "$failures measurement(s) failed; see above" >&2

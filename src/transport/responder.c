@@ -159,42 +159,41 @@ static bool resp_wqe_valid(struct uroce_qp *qp)
 					qp->resp.cur.num_sge);
 }
 
+/* Completes the current receive WQE with wc, whose fields naming the WQE
+ * and the QPs are filled in here. */
+static void resp_push_recv(struct uroce_qp *qp, struct ibv_wc *wc,
+			   bool solicited)
+{
+	wc->wr_id = qp->resp.cur.wr_id;
+	wc->qp_num = qp->ibqpx.qp_base.qp_num;
+	wc->src_qp = qp->attr.dest_qp_num;
+	uroce_cq_push(resp_cq(qp), wc, solicited);
+}
+
 static void resp_complete_recv(struct uroce_qp *qp, enum ibv_wc_status status,
 			       enum ibv_wc_opcode opcode, uint32_t byte_len,
 			       const uint8_t *imm, bool solicited)
 {
-	struct ibv_wc wc = {
-		.wr_id = qp->resp.cur.wr_id,
-		.status = status,
-		.opcode = opcode,
-		.byte_len = byte_len,
-		.qp_num = qp->ibqpx.qp_base.qp_num,
-		.src_qp = qp->attr.dest_qp_num,
-	};
+	struct ibv_wc wc = { .status = status, .opcode = opcode,
+			     .byte_len = byte_len };
 
 	if (imm) {
 		memcpy(&wc.imm_data, imm, IMMDT_LEN);
 		wc.wc_flags |= IBV_WC_WITH_IMM;
 	}
-	uroce_cq_push(resp_cq(qp), &wc, solicited);
+	resp_push_recv(qp, &wc, solicited);
 }
 
 /* The receive of a SEND with Invalidate that invalidated rkey. */
 static void resp_complete_recv_inv(struct uroce_qp *qp, uint32_t byte_len,
 				   uint32_t rkey, bool solicited)
 {
-	struct ibv_wc wc = {
-		.wr_id = qp->resp.cur.wr_id,
-		.status = IBV_WC_SUCCESS,
-		.opcode = IBV_WC_RECV,
-		.byte_len = byte_len,
-		.qp_num = qp->ibqpx.qp_base.qp_num,
-		.src_qp = qp->attr.dest_qp_num,
-		.wc_flags = IBV_WC_WITH_INV,
-		.invalidated_rkey = rkey,
-	};
+	struct ibv_wc wc = { .status = IBV_WC_SUCCESS, .opcode = IBV_WC_RECV,
+			     .byte_len = byte_len,
+			     .wc_flags = IBV_WC_WITH_INV,
+			     .invalidated_rkey = rkey };
 
-	uroce_cq_push(resp_cq(qp), &wc, solicited);
+	resp_push_recv(qp, &wc, solicited);
 }
 
 void uroce_resp_flush(struct uroce_qp *qp)

@@ -394,7 +394,15 @@ void uroce_req_progress(struct uroce_qp *qp)
 			    qp->req.rd_atomic_out)
 				break;
 			if (uroce_wqe_is_read_or_atomic(wqe)) {
+				uint32_t out = (uint32_t)psn_diff(qp->req.psn,
+								  qp->comp.psn);
+
 				if (qp->req.rd_atomic_out >= qp->attr.max_rd_atomic)
+					break;
+				/* its responses count against the window
+				 * too: start it only where they fit, or
+				 * with nothing else outstanding */
+				if (out && out + wqe_npkts(qp, wqe) > window)
 					break;
 				qp->req.rd_atomic_out++;
 			}

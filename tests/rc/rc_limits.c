@@ -82,7 +82,8 @@ static void run(struct h_proc *p)
 	};
 
 	H_OK(getrlimit(RLIMIT_NOFILE, &rl) ? errno : 0);
-	rl.rlim_cur = 1024;
+	/* ulimit -n 1024, or less where the hard limit is lower */
+	rl.rlim_cur = rl.rlim_max < 1024 ? rl.rlim_max : 1024;
 	H_OK(setrlimit(RLIMIT_NOFILE, &rl) ? errno : 0);
 	shared_cq = ibv_create_cq(p->ctx, 1, NULL, NULL, 0);
 	H_CHECK(shared_cq);

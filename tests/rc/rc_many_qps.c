@@ -106,7 +106,7 @@ static int reap(struct ibv_cq *cq)
 
 static void run(struct h_proc *p)
 {
-	struct rlimit rl = { 1024, 1024 };
+	struct rlimit rl;
 	long pairs = nqps / 2, before;
 	struct ibv_qp **qp = calloc((size_t)nqps, sizeof(*qp));
 	struct ibv_cq *cq;
@@ -114,8 +114,9 @@ static void run(struct h_proc *p)
 	long done = 0;
 
 	H_CHECK(qp);
-	getrlimit(RLIMIT_NOFILE, &rl);
-	rl.rlim_cur = 1024;
+	H_OK(getrlimit(RLIMIT_NOFILE, &rl) ? errno : 0);
+	/* ulimit -n 1024, or less where the hard limit is lower */
+	rl.rlim_cur = rl.rlim_max < 1024 ? rl.rlim_max : 1024;
 	H_OK(setrlimit(RLIMIT_NOFILE, &rl) ? errno : 0);
 	H_CHECK(p->dev.max_qp >= nqps);
 	cq = ibv_create_cq(p->ctx, 4096, NULL, NULL, 0);

@@ -236,6 +236,17 @@ static const char *set_engine(struct uroce_config *c, const char *v)
 	return NULL;
 }
 
+static const char *set_shm(struct uroce_config *c, const char *v)
+{
+	if (!strcmp(v, "1"))
+		c->shm = true;
+	else if (!strcmp(v, "0"))
+		c->shm = false;
+	else
+		return "expected 1 (same-host path) or 0 (always UDP)";
+	return NULL;
+}
+
 static const struct setting {
 	const char *var;	/* environment variable */
 	const char *key;	/* key in the UROCE_CONFIG file */
@@ -250,6 +261,7 @@ static const struct setting {
 	{ "UROCE_DEBUG", "debug", set_debug },
 	{ "UROCE_PCAP", "pcap", set_pcap },
 	{ "UROCE_ENGINE", "engine", set_engine },
+	{ "UROCE_SHM", "shm", set_shm },
 };
 
 static void apply(const struct setting *s, const char *value,
@@ -319,6 +331,7 @@ static void load_config(void)
 	cfg.udp_port = UROCE_UDP_PORT;
 	cfg.max_mtu = IBV_MTU_4096;
 	cfg.window = UROCE_DEFAULT_WINDOW;
+	cfg.shm = true;
 	cfg.rate_mbps = UROCE_DEFAULT_RATE_MBPS;
 	/* A fixed default seed keeps fault runs reproducible unless asked. */
 	cfg.faults.seed = 1;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cm/cm.h"
+#include "samehost/samehost.h"
 #include "transport/transport.h"
 #include "verbs/ops.h"
 
@@ -66,11 +67,13 @@ static struct uroce_nic *nic_create(void)
 	err = -nic->net->open(nic);
 	if (err)
 		goto fail;
+	uroce_sh_open(nic);
 	err = -uroce_cm_init(nic);
 	if (!err)
 		err = uroce_engine_start(nic);
 	if (err) {
 		uroce_cm_fini(nic);
+		uroce_sh_close(nic);
 		nic->net->close(nic);
 		goto fail;
 	}
@@ -109,6 +112,7 @@ static void nic_at_exit(void)
 	if (!nic)
 		return;
 	uroce_cm_exit(nic);
+	uroce_sh_exit(nic);
 	uroce_engine_drain(nic);
 	/* a program that exits without closing its device (most do on an
 	 * error) still reports its counters */
@@ -147,6 +151,7 @@ void uroce_nic_put(struct uroce_nic *nic)
 		nic_dump_stats(nic);
 		uroce_gsi_close(nic);
 		uroce_cm_fini(nic);
+		uroce_sh_close(nic);
 		nic->net->close(nic);
 		nic_free(nic);
 		the_nic = NULL;

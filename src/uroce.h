@@ -47,6 +47,7 @@ struct uroce_config {
 	int debug;			/* UROCE_DEBUG=1: log drops to stderr */
 	char pcap[256];			/* UROCE_PCAP: capture file; empty = off */
 	bool spin;			/* UROCE_ENGINE=spin: never sleep */
+	bool shm;			/* UROCE_SHM=0: no same-host path */
 };
 
 /* Loaded once from the environment (and the file named by UROCE_CONFIG). */
@@ -210,7 +211,7 @@ int uroce_faults_apply(struct uroce_faults *f, struct uroce_rxpkt *pkts,
 	X(rx_dropped_msgs) X(pcap_drops) X(mad_rx) X(mad_tx)                  \
 	X(mad_malformed) X(mad_forwarded) X(mad_unknown_id) X(mad_bad_state)   \
 	X(mad_duplicates) X(mad_rejected) X(mad_retransmits)                   \
-	X(mad_backlog_drops)
+	X(mad_backlog_drops) X(samehost_ops) X(samehost_to_wire)
 
 struct uroce_stats {
 #define UROCE_STAT_FIELD(n) atomic_ulong n;
@@ -227,6 +228,8 @@ struct uroce_qp;
 struct uroce_mr;
 struct uroce_mw;
 struct uroce_cm;
+struct uroce_sh;
+struct uroce_sh_peer;
 
 struct uroce_nic {
 	pthread_mutex_t lock;		/* object tables; never on the datapath */
@@ -303,6 +306,7 @@ struct uroce_nic {
 		atomic_uint psn;
 	} gsi;
 	struct uroce_cm *cm;
+	struct uroce_sh *sh;		/* same-host path (src/samehost/), or NULL */
 };
 
 /* Take / release the process NIC (created on first open_device). */
@@ -558,6 +562,10 @@ struct uroce_qp {
 	int tx6;			/* UD: the IPv6 one (tx is IPv4) */
 	struct uroce_wr_stage *wr_stage;	/* ibv_wr_* API, or NULL */
 	uint16_t sport;
+	/* RC: the peer's segment when it is a uroce process on this host
+	 * (samehost.h), and its QP's index there */
+	struct uroce_sh_peer *sh_peer;
+	uint32_t sh_dest;
 
 	/* send queue: requester + completer state, guarded by sq_lock */
 	pthread_mutex_t sq_lock;

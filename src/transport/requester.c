@@ -7,6 +7,7 @@
 
 #include "transport/hdr.h"
 #include "transport/opcode.h"
+#include "samehost/samehost.h"
 #include "transport/transport.h"
 
 enum { REQ_TX_BATCH = 16 };
@@ -389,6 +390,12 @@ void uroce_req_progress(struct uroce_qp *qp)
 		if (wqe->state == WQE_POSTED) {
 			if (state == IBV_QPS_SQD)
 				break;	/* SQD: drain what was started only */
+			/* with nothing outstanding, ordering allows it to be
+			 * done before the next WQE starts */
+			if (qp->sh_peer && qp->sq_next == qp->sq_tail &&
+			    qp->req.psn == qp->comp.psn &&
+			    uroce_sh_execute(qp, wqe))
+				continue;
 			/* IBV_SEND_FENCE: wait for earlier READ/atomics */
 			if ((wqe->send_flags & IBV_SEND_FENCE) &&
 			    qp->req.rd_atomic_out)

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "samehost/samehost.h"
 #include "verbs/ops.h"
 
 /* verbs.h turns both into inline wrappers that pick ibv_reg_mr_iova2 when
@@ -110,6 +111,7 @@ int uroce_key_publish(struct uroce_nic *nic, struct uroce_mr *mr)
 /* Take mr out of the table and wait until no reader can still hold it. */
 static void mr_unpublish(struct uroce_nic *nic, struct uroce_mr *mr)
 {
+	uroce_sh_mr_withdraw(nic, mr->index);
 	pthread_rwlock_wrlock(&nic->mr_lock);
 	atomic_store_explicit(&nic->mrs[mr->index], NULL, memory_order_relaxed);
 	mr->index = 0;
@@ -306,6 +308,7 @@ static struct ibv_mr *reg_mr(struct ibv_pd *ibpd, void *addr, size_t length,
 		errno = err;
 		return NULL;
 	}
+	uroce_sh_mr_publish(nic, mr);
 	return &mr->ibmr;
 }
 
@@ -435,6 +438,7 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags,
 		return IBV_REREG_MR_ERR_INPUT;
 	}
 
+	uroce_sh_mr_withdraw(nic, mr->index);
 	pthread_rwlock_wrlock(&nic->mr_lock);
 	atomic_store_explicit(&nic->mrs[mr->index], &mr_reserved,
 			      memory_order_relaxed);
@@ -455,5 +459,6 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags,
 	pthread_rwlock_wrlock(&nic->mr_lock);
 	atomic_store_explicit(&nic->mrs[mr->index], mr, memory_order_release);
 	pthread_rwlock_unlock(&nic->mr_lock);
+	uroce_sh_mr_publish(nic, mr);
 	return 0;
 }

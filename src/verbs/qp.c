@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "samehost/samehost.h"
 #include "transport/hdr.h"
 #include "transport/transport.h"
 #include "verbs/ops.h"
@@ -304,6 +305,7 @@ UROCE_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
 /* Reset every queue and transport state (transition to RESET). */
 static void qp_reset(struct uroce_qp *qp)
 {
+	qp->sh_peer = NULL;
 	qp->sq_head = qp->sq_next = qp->sq_tail = 0;
 	uroce_req_set_active(qp, false);
 	memset(&qp->req, 0, sizeof(qp->req));
@@ -522,6 +524,8 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 
 	if (next == IBV_QPS_RESET && cur != IBV_QPS_RESET)
 		qp_reset(qp);
+	if (next == IBV_QPS_RTR && cur != IBV_QPS_RTR)
+		uroce_sh_attach(qp);
 	qp->attr.qp_state = next;
 	qp->attr.cur_qp_state = next;
 	atomic_store(&qp->state, next);
@@ -534,6 +538,8 @@ UROCE_EXPORT int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 
 	if (next == IBV_QPS_ERR && cur != IBV_QPS_ERR)
 		uroce_qp_to_error(qp, false);
+	else
+		uroce_sh_qp_update(qp);
 out:
 	pthread_mutex_unlock(&qp->attr_lock);
 	return err;
@@ -567,6 +573,7 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 		return EINVAL;
 	qp = to_uqp(ibqp);
 	nic = qp->nic;
+	uroce_sh_qp_withdraw(qp);
 	qp_unpublish(nic, qp);
 	/* what the peer sent before the end is acknowledged: the ACK may
 	 * still be waiting for the application's next poll */
@@ -602,6 +609,7 @@ void uroce_qp_to_error_locked(struct uroce_qp *qp, bool async_event)
 
 	qp->ibqpx.qp_base.state = IBV_QPS_ERR;
 	qp->attr.qp_state = IBV_QPS_ERR;
+	uroce_sh_qp_update(qp);
 	qp->comp.deadline = 0;
 	qp->req.wait_until = 0;
 	uroce_comp_flush(qp);

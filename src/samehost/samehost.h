@@ -1,0 +1,47 @@
+/*
+ * The same-host path: when both ends of an RC QP are uroce processes of one
+ * user on one host, the requester moves RDMA WRITE and READ data itself,
+ * straight between the two processes' registered memory with cross-memory
+ * attach (process_vm_writev/readv), and completes the WQE: no packet, no
+ * thread of the target runs.
+ *
+ * Each process publishes what a NIC would check a request against (its
+ * QPs' state, peer and rights, its MRs' keys, PDs, rights and bounds) in a
+ * POSIX shared-memory segment that only its user may open; a requester maps
+ * the segment of its QP's peer and checks there.  Every request the segment
+ * does not prove valid goes the ordinary way, on the wire, so that errors,
+ * windows and anything unusual behave exactly as between hosts.
+ */
+#ifndef UROCE_SAMEHOST_H
+#define UROCE_SAMEHOST_H
+
+#include "uroce.h"
+
+/* This process's segment: created with the NIC unless the path is off
+ * (UROCE_SHM=0, a capture or fault injection wants every packet on the
+ * wire).  Failure is not fatal: the NIC then only uses the wire. */
+void uroce_sh_open(struct uroce_nic *nic);
+void uroce_sh_close(struct uroce_nic *nic);
+/* The process exits without closing: remove the segment's name. */
+void uroce_sh_exit(struct uroce_nic *nic);
+
+/* Publish an MR (its key becomes usable by same-host peers), withdraw it
+ * (once this returns no peer access to it lands). */
+void uroce_sh_mr_publish(struct uroce_nic *nic, const struct uroce_mr *mr);
+void uroce_sh_mr_withdraw(struct uroce_nic *nic, uint32_t index);
+
+/* Publish what a peer needs of a QP now; when the QP stops accepting
+ * requests (a state other than RTR/RTS/SQD, fewer rights, destroyed), no
+ * peer access through it lands once this returns. */
+void uroce_sh_qp_update(struct uroce_qp *qp);
+void uroce_sh_qp_withdraw(struct uroce_qp *qp);
+
+/* Requester: find the same-host peer of a QP entering RTR (or forget it). */
+void uroce_sh_attach(struct uroce_qp *qp);
+
+/* Requester, sq_lock held, the WQE at sq_tail with nothing outstanding:
+ * execute it on the same-host path and complete it; false when it must go
+ * on the wire instead. */
+bool uroce_sh_execute(struct uroce_qp *qp, struct uroce_send_wqe *wqe);
+
+#endif

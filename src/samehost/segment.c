@@ -1,0 +1,418 @@
+/*
+ * Same-host segments: this process's, which it publishes its QPs and MRs
+ * in, and its peers', which it maps to check requests against (samehost.h).
+ *
+ * A segment is a POSIX shared-memory object of mode 0600 named by the
+ * network namespace, the RoCEv2 port, the user and the process's slot, the
+ * same things that name its forwarding socket: a peer finds it from the
+ * QPN it talks to.  The slot is this process's while it lives, so a name
+ * left behind by a process that crashed is replaced here.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "samehost/segment.h"
+
+struct uroce_sh {
+	struct sh_seg *seg;	/* ours; NULL when it could not be made */
+	char name[80];
+	uint64_t netns;
+	pthread_mutex_t lock;	/* the peer tables */
+	/* the mapped segment of the process in each slot, as last seen;
+	 * every one ever mapped stays mapped (QPs may point to it) */
+	struct uroce_sh_peer *by_slot[UROCE_MAX_SLOTS];
+	struct uroce_sh_peer *all;
+};
+
+static void seg_name(char *buf, size_t size, uint64_t netns, uint16_t port,
+		     unsigned slot)
+{
+	snprintf(buf, size, "/uroce.%llu.%u.%u.%u", (unsigned long long)netns,
+		 port, (unsigned)getuid(), slot);
+}
+
+/* ---- entries ------------------------------------------------------------- */
+
+void sh_write(void *dst, const void *src, size_t size)
+{
+	_Atomic uint32_t *seq = dst;
+	uint32_t *d = dst;
+	const uint32_t *s = src;
+	uint32_t v = atomic_load_explicit(seq, memory_order_relaxed) & ~1u;
+
+	/* an odd count is a writer's lock: QP entries have two (modify_qp
+	 * and a transition to error) */
+	while (!atomic_compare_exchange_weak_explicit(seq, &v, v + 1,
+						      memory_order_acquire,
+						      memory_order_relaxed))
+		v &= ~1u;
+	atomic_thread_fence(memory_order_release);
+	for (size_t i = 1; i < size / 4; i++)
+		__atomic_store_n(&d[i], s[i], __ATOMIC_RELAXED);
+	atomic_store_explicit(seq, v + 2, memory_order_release);
+}
+
+bool sh_read(void *dst, const void *src, size_t size)
+{
+	const _Atomic uint32_t *seq = src;
+	const uint32_t *s = src;
+	uint32_t *d = dst;
+
+	for (unsigned tries = 0; tries < 1000; tries++) {
+		uint32_t v = atomic_load_explicit(seq, memory_order_acquire);
+
+		if (v & 1)
+			continue;
+		for (size_t i = 1; i < size / 4; i++)
+			d[i] = __atomic_load_n(&s[i], __ATOMIC_RELAXED);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(seq, memory_order_relaxed) == v) {
+			d[0] = v;
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool pid_gone(pid_t pid)
+{
+	return pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH);
+}
+
+/* Wait until no peer still copies under an entry withdrawn before. */
+static void quiesce_users(struct sh_seg *seg)
+{
+	const struct timespec pause = { 0, 10000 };
+
+	atomic_thread_fence(memory_order_seq_cst);
+	for (unsigned w = 0; w < SH_MASK_WORDS; w++) {
+		uint64_t mask = atomic_load(&seg->user_mask[w]);
+
+		while (mask) {
+			struct sh_user *u = &seg->users[w * 64 +
+							__builtin_ctzll(mask)];
+
+			mask &= mask - 1;
+			/* a copy takes as long as the bytes it moves; a
+			 * process that died during one never ends it */
+			while (atomic_load(&u->busy) &&
+			       !pid_gone(atomic_load(&u->pid)))
+				nanosleep(&pause, NULL);
+		}
+	}
+}
+
+void uroce_sh_mr_publish(struct uroce_nic *nic, const struct uroce_mr *mr)
+{
+	struct sh_mr e = { 0 };
+
+	/* a window's key stays on the wire, where bindings are checked */
+	if (!nic->sh || !nic->sh->seg || mr->mw)
+		return;
+	e.key = mr->ibmr.rkey;
+	e.access = (uint32_t)mr->access;
+	e.pd = (uintptr_t)mr->pd;
+	e.iova = mr->iova;
+	e.length = mr->ibmr.length;
+	e.addr = (uintptr_t)mr->ibmr.addr;
+	sh_write(&nic->sh->seg->mrs[mr->index], &e, sizeof(e));
+}
+
+void uroce_sh_mr_withdraw(struct uroce_nic *nic, uint32_t index)
+{
+	struct sh_mr e = { 0 };
+
+	if (!nic->sh || !nic->sh->seg || !index)
+		return;
+	sh_write(&nic->sh->seg->mrs[index], &e, sizeof(e));
+	quiesce_users(nic->sh->seg);
+}
+
+void uroce_sh_qp_update(struct uroce_qp *qp)
+{
+	struct uroce_sh *sh = qp->nic->sh;
+	enum ibv_qp_state state = atomic_load(&qp->state);
+	struct sh_qp e = { 0 }, old;
+
+	if (!sh || !sh->seg)
+		return;
+	if (qp->ibqpx.qp_base.qp_type == IBV_QPT_RC &&
+	    (state == IBV_QPS_RTR || state == IBV_QPS_RTS ||
+	     state == IBV_QPS_SQD)) {
+		e.accepting = 1;
+		e.qpn = qp->ibqpx.qp_base.qp_num;
+		e.dest_qpn = qp->attr.dest_qp_num;
+		e.access = (uint32_t)qp->attr.qp_access_flags;
+		e.pd = (uintptr_t)to_upd(qp->ibqpx.qp_base.pd);
+	}
+	if (!sh_read(&old, &sh->seg->qps[qp->index], sizeof(old)))
+		old.accepting = 1;	/* we are its only writer: never */
+	old.seq = 0;
+	if (!memcmp(&old, &e, sizeof(e)))
+		return;
+	sh_write(&sh->seg->qps[qp->index], &e, sizeof(e));
+	if (old.accepting)
+		quiesce_users(sh->seg);
+}
+
+void uroce_sh_qp_withdraw(struct uroce_qp *qp)
+{
+	struct uroce_sh *sh = qp->nic->sh;
+	struct sh_qp e = { 0 };
+
+	if (!sh || !sh->seg)
+		return;
+	sh_write(&sh->seg->qps[qp->index], &e, sizeof(e));
+	quiesce_users(sh->seg);
+}
+
+/* ---- this process's segment --------------------------------------------- */
+
+static void debug(struct uroce_nic *nic, const char *fmt, const char *what,
+		  int err)
+{
+	if (nic->cfg->debug)
+		uroce_log(fmt, what, strerror(err));
+}
+
+static uint64_t netns_id(void)
+{
+	struct stat st;
+
+	return stat("/proc/self/ns/net", &st) ? 0 : (uint64_t)st.st_ino;
+}
+
+static struct sh_seg *seg_create(struct uroce_nic *nic, struct uroce_sh *sh)
+{
+	struct sh_seg *seg;
+	int fd, err;
+
+	/* a crashed process's segment under our slot's name */
+	shm_unlink(sh->name);
+	fd = shm_open(sh->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		debug(nic, "same-host path: shm_open %s: %s: peers reach this "
+			   "process over UDP", sh->name, errno);
+		return NULL;
+	}
+	if (ftruncate(fd, sizeof(*seg))) {
+		err = errno;
+		close(fd);
+		shm_unlink(sh->name);
+		debug(nic, "same-host path: %s: %s: peers reach this process "
+			   "over UDP", sh->name, err);
+		return NULL;
+	}
+	seg = mmap(NULL, sizeof(*seg), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		   0);
+	err = errno;
+	close(fd);
+	if (seg == MAP_FAILED) {
+		shm_unlink(sh->name);
+		debug(nic, "same-host path: mmap %s: %s: peers reach this "
+			   "process over UDP", sh->name, err);
+		return NULL;
+	}
+	if (getrandom(&seg->nonce, sizeof(seg->nonce), 0) != sizeof(seg->nonce))
+		seg->nonce = (uint64_t)uroce_now_ns() ^ (uint64_t)getpid() << 32;
+	seg->self = (uintptr_t)seg;
+	seg->pid = getpid();
+	seg->slot = nic->slot;
+	atomic_store_explicit((_Atomic uint64_t *)&seg->magic, SH_MAGIC,
+			      memory_order_release);
+	return seg;
+}
+
+void uroce_sh_open(struct uroce_nic *nic)
+{
+	const struct uroce_config *cfg = nic->cfg;
+	struct uroce_sh *sh;
+
+	if (!cfg->shm || cfg->pcap[0] || cfg->faults.enabled) {
+		if (cfg->debug)
+			uroce_log("same-host path off (%s): every packet goes "
+				  "over UDP",
+				  !cfg->shm ? "UROCE_SHM=0"
+				  : cfg->pcap[0] ? "capturing (UROCE_PCAP)"
+						 : "fault injection (UROCE_FAULTS)");
+		return;
+	}
+	sh = calloc(1, sizeof(*sh));
+	if (!sh)
+		return;
+	pthread_mutex_init(&sh->lock, NULL);
+	sh->netns = netns_id();
+	seg_name(sh->name, sizeof(sh->name), sh->netns, cfg->udp_port,
+		 nic->slot);
+	sh->seg = seg_create(nic, sh);
+	nic->sh = sh;
+}
+
+void uroce_sh_exit(struct uroce_nic *nic)
+{
+	if (nic->sh && nic->sh->seg)
+		shm_unlink(nic->sh->name);
+}
+
+void uroce_sh_close(struct uroce_nic *nic)
+{
+	struct uroce_sh *sh = nic->sh;
+
+	if (!sh)
+		return;
+	while (sh->all) {
+		struct uroce_sh_peer *p = sh->all;
+
+		sh->all = p->next;
+		munmap(p->seg, sizeof(*p->seg));
+		free(p);
+	}
+	if (sh->seg) {
+		shm_unlink(sh->name);
+		munmap(sh->seg, sizeof(*sh->seg));
+	}
+	pthread_mutex_destroy(&sh->lock);
+	free(sh);
+	nic->sh = NULL;
+}
+
+/* ---- peers' segments ----------------------------------------------------- */
+
+/* Reads the header's first 16 bytes (magic, nonce) out of the process the
+ * segment names: proves that the kernel lets us reach it and that the pid
+ * is still the segment's owner. */
+static int peer_probe(const struct sh_seg *seg)
+{
+	uint64_t probe[2];
+	struct iovec local = { probe, sizeof(probe) };
+	struct iovec remote = { (void *)(uintptr_t)seg->self, sizeof(probe) };
+
+	if (process_vm_readv(seg->pid, &local, 1, &remote, 1, 0) !=
+	    sizeof(probe))
+		return errno ? errno : EIO;
+	return probe[0] == SH_MAGIC && probe[1] == seg->nonce ? 0 : ESRCH;
+}
+
+static struct uroce_sh_peer *peer_map(struct uroce_nic *nic,
+				      struct uroce_sh *sh, unsigned slot)
+{
+	struct uroce_sh_peer *peer;
+	struct sh_seg *seg;
+	struct stat st;
+	char name[80];
+	int fd, err;
+
+	seg_name(name, sizeof(name), sh->netns, nic->cfg->udp_port, slot);
+	fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+	if (fd < 0) {
+		/* ENOENT: the peer runs with the path off, or is another
+		 * user's process */
+		debug(nic, "same-host path: %s: %s: using UDP", name, errno);
+		return NULL;
+	}
+	if (fstat(fd, &st) || st.st_size != (off_t)sizeof(*seg) ||
+	    st.st_uid != getuid()) {
+		close(fd);
+		debug(nic, "same-host path: %s: %s: using UDP", name, EPROTO);
+		return NULL;
+	}
+	seg = mmap(NULL, sizeof(*seg), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		   0);
+	close(fd);
+	if (seg == MAP_FAILED) {
+		debug(nic, "same-host path: mmap %s: %s: using UDP", name,
+		      errno);
+		return NULL;
+	}
+	err = atomic_load_explicit((_Atomic uint64_t *)&seg->magic,
+				   memory_order_acquire) != SH_MAGIC ||
+			      seg->slot != slot
+		      ? EPROTO
+		      : peer_probe(seg);
+	if (err) {
+		munmap(seg, sizeof(*seg));
+		if (err == EPERM)
+			debug(nic, "same-host path: %s: the kernel refuses "
+				   "cross-memory access (%s: Yama "
+				   "ptrace_scope, seccomp or a container): "
+				   "using UDP", name, err);
+		else
+			debug(nic, "same-host path: %s: owner gone (%s): "
+				   "using UDP", name, err);
+		return NULL;
+	}
+	peer = calloc(1, sizeof(*peer));
+	if (!peer) {
+		munmap(seg, sizeof(*seg));
+		return NULL;
+	}
+	peer->seg = seg;
+	peer->pid = seg->pid;
+	peer->slot = slot;
+	/* our user slot there: a process that had our slot before us may
+	 * have died during a copy */
+	struct sh_user *me = &seg->users[nic->slot];
+	if (atomic_load(&me->pid) != getpid()) {
+		atomic_store(&me->busy, 0);
+		atomic_store(&me->pid, getpid());
+	}
+	atomic_fetch_or(&seg->user_mask[nic->slot / 64],
+			1ull << (nic->slot % 64));
+	peer->next = sh->all;
+	sh->all = peer;
+	return peer;
+}
+
+/* Whether addr is one of this host's: a GID of ours, or loopback. */
+static bool addr_local(const struct uroce_nic *nic,
+		       const union uroce_sockaddr *addr)
+{
+	union uroce_sockaddr a;
+
+	if (addr->sa.sa_family == AF_INET &&
+	    (ntohl(addr->in4.sin_addr.s_addr) >> 24) == 127)
+		return true;
+	if (addr->sa.sa_family == AF_INET6 &&
+	    IN6_IS_ADDR_LOOPBACK(&addr->in6.sin6_addr))
+		return true;
+	for (int i = 0; i < nic->num_gids; i++) {
+		uroce_gid_to_sockaddr(&nic->gids[i].gid, 0, &a);
+		if (uroce_sockaddr_same_ip(&a, addr))
+			return true;
+	}
+	return false;
+}
+
+void uroce_sh_attach(struct uroce_qp *qp)
+{
+	struct uroce_nic *nic = qp->nic;
+	struct uroce_sh *sh = nic->sh;
+	uint32_t dest = qp->attr.dest_qp_num;
+	unsigned slot = dest >> UROCE_QPN_SLOT_SHIFT;
+	struct uroce_sh_peer *peer;
+
+	qp->sh_peer = NULL;
+	if (!sh || qp->ibqpx.qp_base.qp_type != IBV_QPT_RC || !slot ||
+	    !addr_local(nic, &qp->peer))
+		return;
+	pthread_mutex_lock(&sh->lock);
+	peer = sh->by_slot[slot];
+	if (peer && (atomic_load(&peer->dead) || pid_gone(peer->pid) ||
+		     peer_probe(peer->seg)))
+		peer = NULL;
+	if (!peer)
+		peer = sh->by_slot[slot] = peer_map(nic, sh, slot);
+	pthread_mutex_unlock(&sh->lock);
+	qp->sh_dest = dest & UROCE_MAX_QP;
+	qp->sh_peer = peer;
+}

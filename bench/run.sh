@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Benchmarks uroce against the kernel sockets it runs on, on this machine:
-# Debian's unmodified perftest over uroce (LD_LIBRARY_PATH=build/lib) next to
-# UDP and TCP over loopback, measured by bench/netbase.  Prints markdown
-# tables, with the date and the machine, on stdout; progress goes to stderr.
+# Debian's unmodified perftest over uroce (LD_LIBRARY_PATH=build/lib), by
+# both of its paths between two processes of one host (the same-host path,
+# the default, and UDP, UROCE_SHM=0), next to UDP and TCP over loopback and
+# memcpy, measured by bench/netbase.  Prints markdown tables, with the date
+# and the machine, on stdout; progress goes to stderr.
 #
 #   bench/run.sh [build directory, default build]
 #
@@ -23,6 +25,9 @@
 # last completion (or the receiver's acknowledgement), in MiB/s (perftest's
 # "MB/sec" is 2^20 bytes per second).
 #
+# CPU per GB: user + system seconds of both processes (every thread: the
+# engine's too) of a 1 MiB × CPU_ITERS bandwidth run, over its bytes.
+#
 # Everything runs one measurement at a time, on 127.0.0.1 only: two processes
 # per measurement already need both cores of a small machine.  Every process
 # runs under a timeout, so the whole run stays within a few minutes even if
@@ -40,6 +45,10 @@ declare -A BW_ITERS=([4096]=10000 [65536]=1000 [1048576]=100)
 PINGPONG_S=2		# netbase's bound on a ping-pong (see -t in netbase.c)
 MEMCPY_SIZE=$((32 << 20))	# the memcpy floor's buffer
 RATE_SIZE=64		# message rate: ib_write_bw -q 4 against UDP datagrams
+CPU_ITERS=2000		# 1 MiB messages of a CPU-per-GB run
+# uroce's two paths between processes of one host, and their settings
+PATHS=(shm udp)
+declare -A PATH_ENV=([shm]=UROCE_SHM=1 [udp]=UROCE_SHM=0)
 LIMIT=30		# seconds any one process may run
 PORT=28700		# perftest's TCP ports: the first free ones from here, away
 		# from the tests' (18600 and up) and the ephemeral range (32768 and up)
@@ -68,12 +77,21 @@ trap 'exit 130' INT TERM
 failures=0
 
 # start <output file> <command...>: starts <command> under timeout, which
-# passes a kill on to it.
+# passes a kill on to it; the CPU seconds it used go to <output file>.cpu.
 start() {
 	local out=$1
 	shift
-	timeout -k 5 $LIMIT "$@" >"$out" 2>&1 &
+	timeout -k 5 $LIMIT bash -c '"$@"; s=$?; times >"$0"; exit $s' \
+		"$out.cpu" "$@" >"$out" 2>&1 &
 	pids+=($!)
+}
+
+# cpu_seconds <file>...: user + system seconds of the children, summed over
+# the files (bash's times: the second line).
+cpu_seconds() {
+	awk 'FNR == 2 { for (i = 1; i <= 2; i++) {
+				split($i, t, "m"); sub("s", "", t[2]); c += t[1] * 60 + t[2] } }
+	     END { printf "%.3f\n", c }' "$@"
 }
 
 # listening <port>: whether a TCP socket listens on <port>, from the kernel's
@@ -93,31 +111,37 @@ fail() {
 	result=failed
 }
 
-# perftest <tool> <size> <iters> <column> [options...]: runs <tool> (with
-# the options) as server and client on 127.0.0.1; sets result to <column>
-# of the client's result row.
+# perftest <path> <tool> <size> <iters> <column> [options...]: runs <tool>
+# (with the options) as server and client on 127.0.0.1 over uroce's <path>;
+# sets result to <column> of the client's result row, or to CPU seconds per
+# GB moved when <column> is "cpu".
 perftest() {
-	local tool=$1 size=$2 iters=$3 col=$4 port args status
-	shift 4
+	local path=$1 tool=$2 size=$3 iters=$4 col=$5 port args status
+	shift 5
 	while listening $PORT; do PORT=$((PORT + 1)); done
 	port=$PORT
 	PORT=$((PORT + 1))
 	args=(-x 0 -p $port -s "$size" -n "$iters" "$@")
-	echo "  $tool ${args[*]}" >&2
+	echo "  ${PATH_ENV[$path]} $tool ${args[*]}" >&2
 
-	start "$tmp/server" "$tool" "${args[@]}"
+	start "$tmp/server" env "${PATH_ENV[$path]}" "$tool" "${args[@]}"
 	for ((i = 0; i < 100; i++)); do
 		listening $port && break
 		kill -0 "${pids[0]}" 2>/dev/null || break
 		sleep 0.05
 	done
-	start "$tmp/client" "$tool" "${args[@]}" 127.0.0.1
+	start "$tmp/client" env "${PATH_ENV[$path]}" "$tool" "${args[@]}" 127.0.0.1
 	wait "${pids[1]}"
 	status=$?
 	# a server whose client failed would wait for it until the timeout
 	[ $status -eq 0 ] || kill "${pids[0]}" 2>/dev/null
 	wait "${pids[0]}" || status=$((status ? status : $?))
 	pids=()
+	if [ $status -eq 0 ] && [ "$col" = cpu ]; then
+		result=$(awk -v c="$(cpu_seconds "$tmp/server.cpu" "$tmp/client.cpu")" \
+			     -v b=$((size * iters)) 'BEGIN { printf "%.3f\n", c / (b / 1e9) }')
+		return
+	fi
 	if [ $status -eq 0 ] &&
 	   result=$(awk -v s="$size" -v c="$col" '$1 == s && NF >= c { print $c; n++ }
 						 END { exit n != 1 }' "$tmp/client"); then
@@ -127,7 +151,8 @@ perftest() {
 	fail "$tool ${args[*]} 127.0.0.1 (exit status $status)" "$tmp/client"
 }
 
-# netbase <field> <mode> <args...>: sets result to <field> of netbase's line.
+# netbase <field> <mode> <args...>: sets result to <field> of netbase's
+# line, or with field "cpu:<bytes>" to its CPU seconds per GB of <bytes>.
 netbase() {
 	local field=$1 status
 	shift
@@ -136,6 +161,11 @@ netbase() {
 	wait "${pids[0]}"
 	status=$?
 	pids=()
+	if [ $status -eq 0 ] && [ "${field%%:*}" = cpu ]; then
+		result=$(awk -v c="$(cpu_seconds "$tmp/netbase.cpu")" -v b="${field#cpu:}" \
+			     'BEGIN { printf "%.3f\n", c / (b / 1e9) }')
+		return
+	fi
 	if [ $status -eq 0 ] &&
 	   result=$(tr ' ' '\n' <"$tmp/netbase" | sed -n "s/^$field=//p" | grep .); then
 		return
@@ -186,23 +216,33 @@ for ((round = 1; round <= REPEATS; round++)); do
 		measure tcp,$s netbase rtt_median_us tcp-pingpong "${pp[@]}"
 		for verb in write read send; do
 			# column 5 of perftest's latency row: t_typical, the median
-			measure ${verb}_lat,$s perftest ib_${verb}_lat $s $LAT_ITERS 5
+			for p in "${PATHS[@]}"; do
+				measure $p:${verb}_lat,$s perftest $p ib_${verb}_lat $s $LAT_ITERS 5
+			done
 		done
 	done
 	for s in "${BW_SIZES[@]}"; do
 		measure stream,$s netbase mib_s tcp-stream -s $s -n ${BW_ITERS[$s]}
 		for verb in write read send; do
 			# column 4 of perftest's bandwidth row: BW average
-			measure ${verb}_bw,$s perftest ib_${verb}_bw $s ${BW_ITERS[$s]} 4
+			for p in "${PATHS[@]}"; do
+				measure $p:${verb}_bw,$s perftest $p ib_${verb}_bw $s ${BW_ITERS[$s]} 4
+			done
 		done
 	done
 	measure memcpy netbase mib_s memcpy -s $MEMCPY_SIZE -n 20
-	# message rate: column 5, MsgRate in Mpps, over four QPs
 	measure udp_rate netbase dgrams_per_s udp-rate -s $RATE_SIZE -n 500000
-	measure write_rate perftest ib_write_bw $RATE_SIZE 50000 5 -q 4
-	# many QPs: the same 64 KiB WRITEs on 16 and on 1,000 QPs
-	measure qps,16 perftest ib_write_bw 65536 400 4 -q 16
-	measure qps,1000 perftest ib_write_bw 65536 8 4 -q 1000
+	measure cpu:stream netbase cpu:$((CPU_ITERS << 20)) tcp-stream -s 1048576 -n $CPU_ITERS
+	for p in "${PATHS[@]}"; do
+		# message rate: column 5, MsgRate in Mpps, over four QPs
+		measure $p:write_rate perftest $p ib_write_bw $RATE_SIZE 50000 5 -q 4
+		# many QPs: the same 64 KiB WRITEs on 16 and on 1,000 QPs
+		measure $p:qps,16 perftest $p ib_write_bw 65536 400 4 -q 16
+		measure $p:qps,1000 perftest $p ib_write_bw 65536 8 4 -q 1000
+		for verb in write read send; do
+			measure $p:cpu:$verb perftest $p ib_${verb}_bw 1048576 $CPU_ITERS cpu
+		done
+	done
 done
 
 # ---- report ----------------------------------------------------------------
@@ -223,17 +263,17 @@ echo "Latency in µs: medians of $REPEATS runs of $LAT_ITERS round trips each" \
      "ping-pong of the same size; UDP busy-poll spins on non-blocking" \
      "receives, as perftest and uroce do."
 echo
-echo "| test | size (B) | uroce | UDP | UDP busy-poll | TCP | uroce / UDP | uroce / UDP busy-poll | uroce / TCP |"
-echo "|------|---------:|------:|----:|--------------:|----:|------------:|----------------------:|------------:|"
+echo "| test | size (B) | uroce same-host | uroce UDP | UDP | UDP busy-poll | TCP | same-host / UDP busy-poll | uroce UDP / UDP busy-poll | uroce UDP / UDP |"
+echo "|------|---------:|----------------:|----------:|----:|--------------:|----:|--------------------------:|--------------------------:|--------------------:|"
 for verb in write read send; do
 	for s in "${LAT_SIZES[@]}"; do
-		l=$(med ${verb}_lat,$s)
+		l=$(med shm:${verb}_lat,$s) lu=$(med udp:${verb}_lat,$s)
 		u=$(med udp,$s) ub=$(med udp-busy,$s) t=$(med tcp,$s)
 		if [ $verb != read ]; then
 			u=$(half "$u") ub=$(half "$ub") t=$(half "$t")
 		fi
-		echo "| ib_${verb}_lat | $s | $l | $u | $ub | $t |" \
-		     "$(ratio "$l" "$u") | $(ratio "$l" "$ub") | $(ratio "$l" "$t") |"
+		echo "| ib_${verb}_lat | $s | $l | $lu | $u | $ub | $t |" \
+		     "$(ratio "$l" "$ub") | $(ratio "$lu" "$ub") | $(ratio "$lu" "$u") |"
 	done
 done
 echo
@@ -241,34 +281,44 @@ echo "Bandwidth in MiB/s: medians of $REPEATS runs of" \
      "$(for s in "${BW_SIZES[@]}"; do printf '%s × %s B, ' "${BW_ITERS[$s]}" "$s"; done |
 	sed 's/, $//') each.  TCP stream: as many writes of the same size."
 echo
-echo "| size (B) | ib_write_bw | ib_read_bw | ib_send_bw | TCP stream | write / TCP | read / TCP | send / TCP |"
-echo "|---------:|------------:|-----------:|-----------:|-----------:|------------:|-----------:|-----------:|"
-for s in "${BW_SIZES[@]}"; do
-	w=$(med write_bw,$s) r=$(med read_bw,$s) sd=$(med send_bw,$s) t=$(med stream,$s)
-	echo "| $s | $w | $r | $sd | $t |" \
-	     "$(ratio "$w" "$t") | $(ratio "$r" "$t") | $(ratio "$sd" "$t") |"
+echo "| test | size (B) | uroce same-host | uroce UDP | TCP stream | same-host / TCP | UDP / TCP |"
+echo "|------|---------:|----------------:|----------:|-----------:|----------------:|----------:|"
+for verb in write read send; do
+	for s in "${BW_SIZES[@]}"; do
+		b=$(med shm:${verb}_bw,$s) bu=$(med udp:${verb}_bw,$s) t=$(med stream,$s)
+		echo "| ib_${verb}_bw | $s | $b | $bu | $t | $(ratio "$b" "$t") | $(ratio "$bu" "$t") |"
+	done
 done
 
 echo
-m=$(med memcpy) w=$(med write_bw,1048576) r=$(med read_bw,1048576)
+m=$(med memcpy)
 echo "Same-host copy floor: memcpy of $((MEMCPY_SIZE >> 20)) MiB, $m MiB/s;" \
-     "ib_write_bw 1 MiB / memcpy $(ratio "$w" "$m"), ib_read_bw 1 MiB /" \
-     "memcpy $(ratio "$r" "$m")."
+     "same-host ib_write_bw 1 MiB / memcpy $(ratio "$(med shm:write_bw,1048576)" "$m")," \
+     "ib_read_bw 1 MiB / memcpy $(ratio "$(med shm:read_bw,1048576)" "$m")."
 echo
-wr=$(med write_rate) ur=$(med udp_rate)
+ur=$(med udp_rate)
 ur_m=$(awk -v a="$ur" 'BEGIN { if (a ~ /^[0-9.]+$/) printf "%.3f\n", a / 1e6; else print a }')
-echo "| message rate, $RATE_SIZE B | Mpps |"
-echo "|---|---:|"
-echo "| ib_write_bw -q 4 | $wr |"
-echo "| UDP datagrams one socket receives (sendmmsg blaster) | $ur_m |"
-echo "| ratio | $(ratio "$wr" "$ur_m") |"
+ws=$(med shm:write_rate) wu=$(med udp:write_rate)
+echo "| message rate, $RATE_SIZE B | Mpps | / UDP datagrams |"
+echo "|---|---:|---:|"
+echo "| ib_write_bw -q 4, same-host | $ws | $(ratio "$ws" "$ur_m") |"
+echo "| ib_write_bw -q 4, UDP | $wu | $(ratio "$wu" "$ur_m") |"
+echo "| UDP datagrams one socket receives (sendmmsg blaster) | $ur_m | 1 |"
 echo
-q16=$(med qps,16) q1000=$(med qps,1000)
-echo "| ib_write_bw 64 KiB | MiB/s |"
-echo "|---|---:|"
-echo "| -q 16 | $q16 |"
-echo "| -q 1000 | $q1000 |"
-echo "| 1000 / 16 | $(ratio "$q1000" "$q16") |"
+echo "| ib_write_bw 64 KiB | same-host MiB/s | UDP MiB/s |"
+echo "|---|---:|---:|"
+echo "| -q 16 | $(med shm:qps,16) | $(med udp:qps,16) |"
+echo "| -q 1000 | $(med shm:qps,1000) | $(med udp:qps,1000) |"
+echo "| 1000 / 16 | $(ratio "$(med shm:qps,1000)" "$(med shm:qps,16)") | $(ratio "$(med udp:qps,1000)" "$(med udp:qps,16)") |"
+echo
+echo "CPU seconds per GB moved (both processes, all threads; 1 MiB messages," \
+     "$CPU_ITERS of them; lower is better):"
+echo
+echo "| test | same-host | UDP | TCP stream |"
+echo "|---|---:|---:|---:|"
+for verb in write read send; do
+	echo "| ib_${verb}_bw | $(med shm:cpu:$verb) | $(med udp:cpu:$verb) | $(med cpu:stream) |"
+done
 
 # ---- plots -----------------------------------------------------------------
 
@@ -276,13 +326,16 @@ PLOTS=${PLOTS:-$root/bench/plots}
 if command -v gnuplot >/dev/null; then
 	mkdir -p "$PLOTS"
 	for s in "${LAT_SIZES[@]}"; do
-		echo "$s $(med write_lat,$s) $(med send_lat,$s)" \
-		     "$(half "$(med read_lat,$s)") $(half "$(med udp,$s)")" \
-		     "$(half "$(med udp-busy,$s)") $(half "$(med tcp,$s)")"
+		echo "$s $(med shm:write_lat,$s) $(med shm:send_lat,$s)" \
+		     "$(half "$(med shm:read_lat,$s)") $(half "$(med udp,$s)")" \
+		     "$(half "$(med udp-busy,$s)") $(half "$(med tcp,$s)")" \
+		     "$(med udp:write_lat,$s) $(med udp:send_lat,$s)" \
+		     "$(half "$(med udp:read_lat,$s)")"
 	done >"$tmp/lat.dat"
 	for s in "${BW_SIZES[@]}"; do
-		echo "$s $(med write_bw,$s) $(med read_bw,$s) $(med send_bw,$s)" \
-		     "$(med stream,$s) $(med memcpy)"
+		echo "$s $(med shm:write_bw,$s) $(med shm:read_bw,$s) $(med shm:send_bw,$s)" \
+		     "$(med stream,$s) $(med memcpy)" \
+		     "$(med udp:write_bw,$s) $(med udp:read_bw,$s) $(med udp:send_bw,$s)"
 	done >"$tmp/bw.dat"
 	title="uroce $(git describe --always --dirty 2>/dev/null), $(date -u '+%Y-%m-%d'), $(nproc) CPUs, loopback"
 	# tics at the sizes measured: "2" 2, "4 KiB" 4096, ...
@@ -309,18 +362,24 @@ if command -v gnuplot >/dev/null; then
 		set output "$PLOTS/latency.png"
 		set title "one-way latency (µs, lower is better): $title"
 		set logscale y
-		plot "$tmp/lat.dat" using 1:2 with linespoints title "ib_write_lat", \
-		     "" using 1:3 with linespoints title "ib_send_lat", \
-		     "" using 1:4 with linespoints title "ib_read_lat / 2", \
+		plot "$tmp/lat.dat" using 1:2 with linespoints title "ib_write_lat same-host", \
+		     "" using 1:3 with linespoints title "ib_send_lat same-host", \
+		     "" using 1:4 with linespoints title "ib_read_lat / 2 same-host", \
+		     "" using 1:8 with linespoints title "ib_write_lat UDP", \
+		     "" using 1:9 with linespoints title "ib_send_lat UDP", \
+		     "" using 1:10 with linespoints title "ib_read_lat / 2 UDP", \
 		     "" using 1:5 with linespoints dt 2 title "UDP ping-pong", \
 		     "" using 1:6 with linespoints dt 2 title "UDP busy-poll", \
 		     "" using 1:7 with linespoints dt 2 title "TCP ping-pong"
 		set xtics $(tics "${BW_SIZES[@]}")
 		set output "$PLOTS/bandwidth.png"
 		set title "bandwidth (MiB/s, higher is better): $title"
-		plot "$tmp/bw.dat" using 1:2 with linespoints title "ib_write_bw", \
-		     "" using 1:3 with linespoints title "ib_read_bw", \
-		     "" using 1:4 with linespoints title "ib_send_bw", \
+		plot "$tmp/bw.dat" using 1:2 with linespoints title "ib_write_bw same-host", \
+		     "" using 1:3 with linespoints title "ib_read_bw same-host", \
+		     "" using 1:4 with linespoints title "ib_send_bw same-host", \
+		     "" using 1:7 with linespoints title "ib_write_bw UDP", \
+		     "" using 1:8 with linespoints title "ib_read_bw UDP", \
+		     "" using 1:9 with linespoints title "ib_send_bw UDP", \
 		     "" using 1:5 with linespoints dt 2 title "TCP stream", \
 		     "" using 1:6 with lines lw 2 dt 3 lc rgb "black" title "memcpy (32 MiB)"
 	EOF

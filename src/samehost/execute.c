@@ -21,11 +21,11 @@
  * not prove the request valid. */
 static uint64_t target_addr(const struct uroce_qp *qp,
 			    const struct uroce_send_wqe *wqe,
-			    const struct sh_seg *seg, int access)
+			    struct sh_seg *seg, int access)
 {
 	uint32_t idx = wqe->rkey >> UROCE_KEY_SHIFT;
 	struct sh_qp tq;
-	struct sh_mr tm;
+	struct sh_mr tm, *e;
 	uint64_t off;
 
 	if (!sh_read(&tq, &seg->qps[qp->sh_dest], sizeof(tq)) ||
@@ -33,8 +33,8 @@ static uint64_t target_addr(const struct uroce_qp *qp,
 	    tq.dest_qpn != qp->ibqpx.qp_base.qp_num ||
 	    !(tq.access & (uint32_t)access))
 		return 0;
-	if (!idx || idx > UROCE_MAX_MR ||
-	    !sh_read(&tm, &seg->mrs[idx], sizeof(tm)) || !tm.key ||
+	if (!idx || idx > UROCE_MAX_MR || !(e = sh_mr_entry(seg, idx)) ||
+	    !sh_read(&tm, e, sizeof(tm)) || !tm.key ||
 	    tm.key != wqe->rkey || tm.pd != tq.pd ||
 	    !(tm.access & (uint32_t)access))
 		return 0;

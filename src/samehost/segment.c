@@ -25,6 +25,8 @@
 
 struct uroce_sh {
 	struct sh_seg *seg;	/* ours; NULL when it could not be made */
+	int fd;			/* its file, to allocate MR pages in */
+	pthread_mutex_t page_lock;
 	char name[80];
 	uint64_t netns;
 	pthread_mutex_t lock;	/* the peer tables */
@@ -112,29 +114,61 @@ static void quiesce_users(struct sh_seg *seg)
 	}
 }
 
+/* The entry for MR index idx, its page allocated first; NULL if /dev/shm
+ * has no room for it. */
+static struct sh_mr *mr_entry_alloc(struct uroce_sh *sh, uint32_t idx)
+{
+	struct sh_mr *e = sh_mr_entry(sh->seg, idx);
+	uint32_t page = idx / SH_MRS_PER_PAGE;
+
+	if (e)
+		return e;
+	pthread_mutex_lock(&sh->page_lock);
+	e = sh_mr_entry(sh->seg, idx);
+	if (!e && !fallocate(sh->fd, 0,
+			     (off_t)((char *)&sh->seg->mrs[page] -
+				     (char *)sh->seg),
+			     SH_PAGE)) {
+		atomic_fetch_or_explicit(&sh->seg->mr_pages[page / 64],
+					 1ull << (page % 64),
+					 memory_order_release);
+		e = sh_mr_entry(sh->seg, idx);
+	}
+	pthread_mutex_unlock(&sh->page_lock);
+	return e;
+}
+
 void uroce_sh_mr_publish(struct uroce_nic *nic, const struct uroce_mr *mr)
 {
-	struct sh_mr e = { 0 };
+	struct sh_mr e = { 0 }, *slot;
 
 	/* a window's key stays on the wire, where bindings are checked */
 	if (!nic->sh || !nic->sh->seg || mr->mw)
 		return;
+	slot = mr_entry_alloc(nic->sh, mr->index);
+	if (!slot) {
+		STAT_INC(nic, samehost_no_room);
+		return;		/* peers reach this MR over the wire */
+	}
 	e.key = mr->ibmr.rkey;
 	e.access = (uint32_t)mr->access;
 	e.pd = (uintptr_t)mr->pd;
 	e.iova = mr->iova;
 	e.length = mr->ibmr.length;
 	e.addr = (uintptr_t)mr->ibmr.addr;
-	sh_write(&nic->sh->seg->mrs[mr->index], &e, sizeof(e));
+	sh_write(slot, &e, sizeof(e));
 }
 
 void uroce_sh_mr_withdraw(struct uroce_nic *nic, uint32_t index)
 {
-	struct sh_mr e = { 0 };
+	struct sh_mr e = { 0 }, *slot;
 
 	if (!nic->sh || !nic->sh->seg || !index)
 		return;
-	sh_write(&nic->sh->seg->mrs[index], &e, sizeof(e));
+	slot = sh_mr_entry(nic->sh->seg, index);
+	if (!slot)
+		return;		/* never published */
+	sh_write(slot, &e, sizeof(e));
 	quiesce_users(nic->sh->seg);
 }
 
@@ -205,7 +239,9 @@ static struct sh_seg *seg_create(struct uroce_nic *nic, struct uroce_sh *sh)
 			   "process over UDP", sh->name, errno);
 		return NULL;
 	}
-	if (ftruncate(fd, sizeof(*seg))) {
+	/* the header and the QP table now, MR pages as MRs need them */
+	if (ftruncate(fd, sizeof(*seg)) ||
+	    fallocate(fd, 0, 0, offsetof(struct sh_seg, mrs))) {
 		err = errno;
 		close(fd);
 		shm_unlink(sh->name);
@@ -216,8 +252,8 @@ static struct sh_seg *seg_create(struct uroce_nic *nic, struct uroce_sh *sh)
 	seg = mmap(NULL, sizeof(*seg), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 		   0);
 	err = errno;
-	close(fd);
 	if (seg == MAP_FAILED) {
+		close(fd);
 		shm_unlink(sh->name);
 		debug(nic, "same-host path: mmap %s: %s: peers reach this "
 			   "process over UDP", sh->name, err);
@@ -228,6 +264,7 @@ static struct sh_seg *seg_create(struct uroce_nic *nic, struct uroce_sh *sh)
 	seg->self = (uintptr_t)seg;
 	seg->pid = getpid();
 	seg->slot = nic->slot;
+	sh->fd = fd;
 	atomic_store_explicit((_Atomic uint64_t *)&seg->magic, SH_MAGIC,
 			      memory_order_release);
 	return seg;
@@ -251,6 +288,8 @@ void uroce_sh_open(struct uroce_nic *nic)
 	if (!sh)
 		return;
 	pthread_mutex_init(&sh->lock, NULL);
+	pthread_mutex_init(&sh->page_lock, NULL);
+	sh->fd = -1;
 	sh->netns = netns_id();
 	seg_name(sh->name, sizeof(sh->name), sh->netns, cfg->udp_port,
 		 nic->slot);
@@ -280,7 +319,9 @@ void uroce_sh_close(struct uroce_nic *nic)
 	if (sh->seg) {
 		shm_unlink(sh->name);
 		munmap(sh->seg, sizeof(*sh->seg));
+		close(sh->fd);
 	}
+	pthread_mutex_destroy(&sh->page_lock);
 	pthread_mutex_destroy(&sh->lock);
 	free(sh);
 	nic->sh = NULL;

@@ -20,6 +20,12 @@
 enum {
 	SH_MAGIC = 0x31687365636f7275ull,	/* "uroicesh1", little-endian */
 	SH_MASK_WORDS = UROCE_MAX_SLOTS / 64,
+	SH_PAGE = 4096,
+	/* MR entries per page of the MR table, and bitmap words for its
+	 * pages */
+	SH_MRS_PER_PAGE = SH_PAGE / 48,
+	SH_MR_PAGES = (UROCE_MAX_MR + 1 + SH_MRS_PER_PAGE - 1) / SH_MRS_PER_PAGE,
+	SH_MR_PAGE_WORDS = (SH_MR_PAGES + 63) / 64,
 };
 
 struct sh_qp {
@@ -32,7 +38,7 @@ struct sh_qp {
 	uint64_t pd;		/* the PD, as an identifier */
 };
 
-struct sh_mr {
+struct sh_mr {			/* 48 bytes */
 	_Atomic uint32_t seq;
 	uint32_t key;		/* 0: nothing a peer may use */
 	uint32_t access;
@@ -41,11 +47,23 @@ struct sh_mr {
 	uint64_t addr;		/* where iova is in the owner */
 };
 
+_Static_assert(sizeof(struct sh_mr) == 48, "SH_MRS_PER_PAGE assumes 48");
+
 /* One per process that may access this one, by its slot. */
 struct sh_user {
 	_Atomic uint32_t busy;	/* copies in progress */
 	_Atomic int32_t pid;
 	char pad[56];
+};
+
+/* A page of MR entries, allocated in the file only when an MR is published
+ * there: a process with a few MRs costs a few pages of /dev/shm, and a full
+ * /dev/shm (a container's is 64 MiB) keeps MRs off the path rather than
+ * raising SIGBUS on a write, or on a peer's read, of a page that cannot be
+ * allocated.  Peers read an entry only once its page's bit is set. */
+struct sh_mr_page {
+	struct sh_mr mr[SH_MRS_PER_PAGE];
+	char pad[SH_PAGE - SH_MRS_PER_PAGE * sizeof(struct sh_mr)];
 };
 
 struct sh_seg {
@@ -55,10 +73,23 @@ struct sh_seg {
 	int32_t pid;
 	uint32_t slot;
 	_Atomic uint64_t user_mask[SH_MASK_WORDS];	/* slots ever used */
+	_Atomic uint64_t mr_pages[SH_MR_PAGE_WORDS];	/* allocated pages */
 	struct sh_user users[UROCE_MAX_SLOTS];
 	struct sh_qp qps[UROCE_MAX_QP + 1];
-	struct sh_mr mrs[UROCE_MAX_MR + 1];
+	struct sh_mr_page mrs[SH_MR_PAGES] __attribute__((aligned(SH_PAGE)));
 };
+
+/* The entry of MR index idx, or NULL when its page holds no entry yet. */
+static inline struct sh_mr *sh_mr_entry(struct sh_seg *seg, uint32_t idx)
+{
+	uint32_t page = idx / SH_MRS_PER_PAGE;
+
+	if (!(atomic_load_explicit(&seg->mr_pages[page / 64],
+				   memory_order_acquire) &
+	      (1ull << (page % 64))))
+		return NULL;
+	return &seg->mrs[page].mr[idx % SH_MRS_PER_PAGE];
+}
 
 /* A peer process's segment, mapped here. */
 struct uroce_sh_peer {

@@ -174,9 +174,7 @@ static void comp_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	if (qp->sq_tail == qp->sq_head)
 		return;
 	wqe = &qp->sq[qp->sq_tail];
-	if (!uroce_wqe_is_read_or_atomic(wqe) ||
-	    wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-	    wqe->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ||
+	if (!uroce_wqe_is_read_or_atomic(wqe) || uroce_wqe_is_atomic(wqe) ||
 	    wqe->state == WQE_POSTED)
 		return;
 	if (pkt->psn != qp->comp.psn) {
@@ -224,9 +222,7 @@ static void comp_atomic_ack(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	if (qp->sq_tail == qp->sq_head)
 		return;
 	wqe = &qp->sq[qp->sq_tail];
-	if ((wqe->opcode != IBV_WR_ATOMIC_CMP_AND_SWP &&
-	     wqe->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD) ||
-	    wqe->state == WQE_POSTED || pkt->psn != qp->comp.psn ||
+	if (!uroce_wqe_is_atomic(wqe) || wqe->state == WQE_POSTED || pkt->psn != qp->comp.psn ||
 	    pkt->psn != wqe->first_psn) {
 		STAT_INC(qp->nic, rx_duplicate);
 		return;

@@ -38,6 +38,13 @@ static inline bool uroce_wqe_is_read_or_atomic(const struct uroce_send_wqe *wqe)
 	}
 }
 
+/* CMP_SWAP or FETCH_ADD: answered by an atomic ACK (with AtomicAckETH). */
+static inline bool uroce_wqe_is_atomic(const struct uroce_send_wqe *wqe)
+{
+	return wqe->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       wqe->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
 /* Memory operations on this host that send nothing: they complete in
  * order once the requester has executed them (IBTA 10.6.7, 10.8.x). */
 static inline bool uroce_wqe_is_local(const struct uroce_send_wqe *wqe)

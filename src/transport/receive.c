@@ -142,7 +142,7 @@ void uroce_flush_acks(struct uroce_nic *nic)
 	nic->n_acks_owed = 0;
 }
 
-void uroce_flush_qp_ack(struct uroce_nic *nic, struct uroce_qp *qp)
+static void unlist_ack(struct uroce_nic *nic, struct uroce_qp *qp)
 {
 	for (unsigned i = 0; i < nic->n_acks_owed; i++) {
 		if (nic->acks_owed[i] == qp) {
@@ -151,7 +151,21 @@ void uroce_flush_qp_ack(struct uroce_nic *nic, struct uroce_qp *qp)
 		}
 	}
 	qp->resp.ack_listed = false;
+}
+
+void uroce_flush_qp_ack(struct uroce_nic *nic, struct uroce_qp *qp)
+{
+	unlist_ack(nic, qp);
 	uroce_resp_flush_ack(qp);
+}
+
+bool uroce_take_qp_ack(struct uroce_nic *nic, struct uroce_qp *qp,
+		       struct uroce_txpkt *p)
+{
+	if (!qp->resp.ack_listed)
+		return false;
+	unlist_ack(nic, qp);
+	return uroce_resp_take_ack(qp, p);
 }
 
 void uroce_recv_batch(struct uroce_nic *nic, struct uroce_rxpkt *pkts, int n)

@@ -238,19 +238,23 @@ enum { TX_BACKOFF_NS = 100000 };
  * that did not go, rather than lose it and wait for the ACK timeout (with
  * many QPs sharing a socket that loss would feed on itself). */
 static bool flush_batch(struct uroce_qp *qp, struct uroce_txpkt *pkts,
-			unsigned *n)
+			unsigned *n, unsigned *acks)
 {
-	unsigned want = *n;
+	unsigned want = *n, skip = *acks;
 	int sent;
 
 	*n = 0;
+	*acks = 0;
 	if (!want)
 		return true;
 	sent = uroce_xmit(qp, pkts, want);
-	arm_timer(qp);
-	if (sent >= (int)want)
+	if (want > skip)
+		arm_timer(qp);
+	/* an ACK the network did not take is lost as any ACK may be: the
+	 * next one covers it */
+	if (sent >= (int)want || want == skip)
 		return true;
-	uroce_req_seek(qp, bth_psn(pkts[sent > 0 ? sent : 0].hdr));
+	uroce_req_seek(qp, bth_psn(pkts[sent > (int)skip ? (unsigned)sent : skip].hdr));
 	qp->req.wait_until = uroce_now_ns() + TX_BACKOFF_NS;
 	uroce_nic_kick(qp->nic, qp->req.wait_until);
 	return false;
@@ -351,11 +355,31 @@ static void req_progress_unacked(struct uroce_qp *qp, enum ibv_qp_state state)
 	}
 }
 
+/*
+ * The ACK this QP owes its peer as a responder, into p, to leave in the same
+ * sendmmsg as the requests about to go: two-sided traffic then costs one
+ * system call per message instead of two.  Only when the receive lock is
+ * free (the caller may hold it: it then sends the ACK itself); the flag is
+ * read first without it, as a hint.
+ */
+static unsigned take_owed_ack(struct uroce_qp *qp, struct uroce_txpkt *p)
+{
+	struct uroce_nic *nic = qp->nic;
+	bool got;
+
+	if (!__atomic_load_n(&qp->resp.ack_listed, __ATOMIC_RELAXED) ||
+	    pthread_mutex_trylock(&nic->rx_lock))
+		return 0;
+	got = uroce_take_qp_ack(nic, qp, p);
+	pthread_mutex_unlock(&nic->rx_lock);
+	return got;
+}
+
 void uroce_req_progress(struct uroce_qp *qp)
 {
 	struct uroce_txpkt pkts[REQ_TX_BATCH];
 	enum ibv_qp_state state = atomic_load(&qp->state);
-	unsigned n = 0;
+	unsigned n = 0, acks = 0;
 	uint32_t window;
 
 	if ((state != IBV_QPS_RTS && state != IBV_QPS_SQD) || qp->req.wait_until)
@@ -365,6 +389,8 @@ void uroce_req_progress(struct uroce_qp *qp)
 		return;
 	}
 	window = req_window(qp);
+	if (qp->sq_next != qp->sq_head && !qp->sh_peer)
+		n = acks = take_owed_ack(qp, &pkts[0]);
 
 	while (qp->sq_next != qp->sq_head) {
 		struct uroce_send_wqe *wqe = &qp->sq[qp->sq_next];
@@ -436,10 +462,10 @@ void uroce_req_progress(struct uroce_qp *qp)
 			qp->req.offset = 0;
 			qp->sq_next = (qp->sq_next + 1) % qp->sq_size;
 		}
-		if (n == REQ_TX_BATCH && !flush_batch(qp, pkts, &n))
+		if (n == REQ_TX_BATCH && !flush_batch(qp, pkts, &n, &acks))
 			return;
 	}
-	flush_batch(qp, pkts, &n);
+	flush_batch(qp, pkts, &n, &acks);
 }
 
 /*

@@ -23,14 +23,20 @@ static uint8_t resp_service(const struct uroce_qp *qp)
 							     : IB_OPC_RC;
 }
 
+static void build_aeth(struct uroce_qp *qp, struct uroce_txpkt *p,
+		       uint8_t syndrome, uint32_t psn)
+{
+	bth_init(p->hdr, resp_service(qp) | IB_OP_ACK, 0, 0, UROCE_DEFAULT_PKEY,
+		 qp->attr.dest_qp_num, 0, psn);
+	aeth_set(p->hdr + BTH_LEN, syndrome, qp->resp.msn);
+	uroce_pkt_finish(qp, p, BTH_LEN + AETH_LEN, 0, 0);
+}
+
 static void send_aeth(struct uroce_qp *qp, uint8_t syndrome, uint32_t psn)
 {
 	struct uroce_txpkt p;
 
-	bth_init(p.hdr, resp_service(qp) | IB_OP_ACK, 0, 0, UROCE_DEFAULT_PKEY,
-		 qp->attr.dest_qp_num, 0, psn);
-	aeth_set(p.hdr + BTH_LEN, syndrome, qp->resp.msn);
-	uroce_pkt_finish(qp, &p, BTH_LEN + AETH_LEN, 0, 0);
+	build_aeth(qp, &p, syndrome, psn);
 	uroce_xmit(qp, &p, 1);
 }
 
@@ -88,10 +94,19 @@ static void send_read_responses(struct uroce_qp *qp,
 
 void uroce_resp_flush_ack(struct uroce_qp *qp)
 {
+	struct uroce_txpkt p;
+
+	if (uroce_resp_take_ack(qp, &p))
+		uroce_xmit(qp, &p, 1);
+}
+
+bool uroce_resp_take_ack(struct uroce_qp *qp, struct uroce_txpkt *p)
+{
 	if (!qp->resp.ack_pending)
-		return;
+		return false;
 	qp->resp.ack_pending = false;
-	send_aeth(qp, AETH_ACK_UNLIMITED, psn_add(qp->resp.psn, PSN_MASK));
+	build_aeth(qp, p, AETH_ACK_UNLIMITED, psn_add(qp->resp.psn, PSN_MASK));
+	return true;
 }
 
 /* ---- receive WQEs -------------------------------------------------------- */

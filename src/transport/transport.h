@@ -87,8 +87,10 @@ void uroce_comp_retire_local(struct uroce_qp *qp);
 
 /* responder.c */
 void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
-/* Send the ACK the responder owes (end of a receive batch). */
+/* Send the ACK the responder owes (end of a receive batch), or build it
+ * into p for the caller to send (false when none is owed). */
 void uroce_resp_flush_ack(struct uroce_qp *qp);
+bool uroce_resp_take_ack(struct uroce_qp *qp, struct uroce_txpkt *p);
 /* Flush every posted receive WQE (QP in error); rq lock not held. */
 void uroce_resp_flush(struct uroce_qp *qp);
 
@@ -98,6 +100,10 @@ void uroce_resp_flush(struct uroce_qp *qp);
 void uroce_recv_batch(struct uroce_nic *nic, struct uroce_rxpkt *pkts, int n);
 void uroce_flush_acks(struct uroce_nic *nic);
 void uroce_flush_qp_ack(struct uroce_nic *nic, struct uroce_qp *qp);
+/* The ACK qp owes, taken off the list of those owing one and built into p
+ * for the requester to send with its next requests; false if none. */
+bool uroce_take_qp_ack(struct uroce_nic *nic, struct uroce_qp *qp,
+		       struct uroce_txpkt *p);
 
 /* xmit.c: fill ICRC and hand datagrams of qp to the backend. */
 int uroce_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n);

@@ -65,6 +65,9 @@ enum uroce_params {
 	 * UC and UD, which nothing else slows down, are paced to. */
 	UROCE_DEFAULT_RATE_MBPS = 25000,
 	UROCE_ACKREQ_EVERY = 32,
+	/* How long the engine leaves receiving to an application thread
+	 * after its last poll of an empty CQ (transport/progress.c) */
+	UROCE_ENGINE_DEFER_NS = 200000,
 
 	/* packets per receive call: room for 16 GRO datagrams of up to 64
 	 * segments each */

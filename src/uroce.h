@@ -212,7 +212,7 @@ int uroce_faults_apply(struct uroce_faults *f, struct uroce_rxpkt *pkts,
 	X(mad_malformed) X(mad_forwarded) X(mad_unknown_id) X(mad_bad_state)   \
 	X(mad_duplicates) X(mad_rejected) X(mad_retransmits)                   \
 	X(mad_backlog_drops) X(samehost_ops) X(samehost_to_wire)          \
-	X(samehost_no_room)
+	X(samehost_no_room) X(samehost_ring_tx)
 
 struct uroce_stats {
 #define UROCE_STAT_FIELD(n) atomic_ulong n;

@@ -39,6 +39,24 @@ void uroce_sh_qp_withdraw(struct uroce_qp *qp);
 /* Requester: find the same-host peer of a QP entering RTR (or forget it). */
 void uroce_sh_attach(struct uroce_qp *qp);
 
+/* Send n packets of qp (ICRC done) through its ring in the same-host
+ * peer's segment; how many went, or -1 when the QP has no ring. */
+int uroce_sh_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n);
+/* Receive what the rings of this process's segment hold (rx_lock held);
+ * the buffers stay valid until uroce_sh_recv_done. */
+int uroce_sh_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
+		  unsigned max);
+void uroce_sh_recv_done(struct uroce_nic *nic);
+/* Whether this receive call should look at the sockets too (rx_lock
+ * held; ring_data: the rings just gave packets).  While rings carry
+ * traffic, a system call on every empty poll would cost each same-host
+ * packet the time of one: the sockets are then looked at every few
+ * calls. */
+bool uroce_sh_sockets_due(struct uroce_nic *nic, bool ring_data);
+/* An application thread polled (ns) or stopped polling (0): peers then
+ * need not (or must) ring our engine's doorbell. */
+void uroce_sh_note_poll(struct uroce_nic *nic, uint64_t ns);
+
 /* Requester, sq_lock held, the WQE at sq_tail with nothing outstanding:
  * execute it on the same-host path and complete it; false when it must go
  * on the wire instead. */

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/pidfd.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -22,19 +23,6 @@
 #include <unistd.h>
 
 #include "samehost/segment.h"
-
-struct uroce_sh {
-	struct sh_seg *seg;	/* ours; NULL when it could not be made */
-	int fd;			/* its file, to allocate MR pages in */
-	pthread_mutex_t page_lock;
-	char name[80];
-	uint64_t netns;
-	pthread_mutex_t lock;	/* the peer tables */
-	/* the mapped segment of the process in each slot, as last seen;
-	 * every one ever mapped stays mapped (QPs may point to it) */
-	struct uroce_sh_peer *by_slot[UROCE_MAX_SLOTS];
-	struct uroce_sh_peer *all;
-};
 
 static void seg_name(char *buf, size_t size, uint64_t netns, uint16_t port,
 		     unsigned slot)
@@ -264,6 +252,7 @@ static struct sh_seg *seg_create(struct uroce_nic *nic, struct uroce_sh *sh)
 	seg->self = (uintptr_t)seg;
 	seg->pid = getpid();
 	seg->slot = nic->slot;
+	seg->wake_fd = nic->wake_fd;
 	sh->fd = fd;
 	atomic_store_explicit((_Atomic uint64_t *)&seg->magic, SH_MAGIC,
 			      memory_order_release);
@@ -290,6 +279,7 @@ void uroce_sh_open(struct uroce_nic *nic)
 	pthread_mutex_init(&sh->lock, NULL);
 	pthread_mutex_init(&sh->page_lock, NULL);
 	sh->fd = -1;
+	sh->quiet_calls = ~0u >> 1;	/* no ring traffic yet */
 	sh->netns = netns_id();
 	seg_name(sh->name, sizeof(sh->name), sh->netns, cfg->udp_port,
 		 nic->slot);
@@ -313,6 +303,9 @@ void uroce_sh_close(struct uroce_nic *nic)
 		struct uroce_sh_peer *p = sh->all;
 
 		sh->all = p->next;
+		if (p->doorbell >= 0)
+			close(p->doorbell);
+		pthread_mutex_destroy(&p->ring_lock);
 		munmap(p->seg, sizeof(*p->seg));
 		free(p);
 	}
@@ -344,6 +337,48 @@ static int peer_probe(const struct sh_seg *seg)
 	return probe[0] == SH_MAGIC && probe[1] == seg->nonce ? 0 : ESRCH;
 }
 
+/*
+ * Our packet ring in a peer's segment, and a duplicate of its engine's
+ * eventfd to wake it with (pidfd_getfd: the permission cross-memory access
+ * needs too).  Without them the peer's QPs get our packets over UDP.
+ */
+static void peer_ring(struct uroce_nic *nic, struct uroce_sh_peer *peer,
+		      int fd, const char *name)
+{
+	struct sh_ring *ring = &peer->seg->rings[nic->slot];
+	int pidfd, err = 0;
+
+	peer->doorbell = -1;
+	pidfd = pidfd_open(peer->pid, 0);
+	if (pidfd >= 0) {
+		peer->doorbell = pidfd_getfd(pidfd, peer->seg->wake_fd, 0);
+		err = errno;
+		close(pidfd);
+	} else {
+		err = errno;
+	}
+	if (peer->doorbell < 0) {
+		debug(nic, "same-host path: %s: no doorbell (%s): packets go "
+			   "over UDP", name, err);
+		return;
+	}
+	if (fallocate(fd, 0, (off_t)((char *)ring - (char *)peer->seg),
+		      sizeof(*ring))) {
+		debug(nic, "same-host path: %s: no room for a ring (%s): "
+			   "packets go over UDP", name, errno);
+		close(peer->doorbell);
+		peer->doorbell = -1;
+		return;
+	}
+	/* a process that had our slot before us may have left packets:
+	 * the consumer sees the jump and skips them */
+	atomic_store(&ring->head, atomic_load(&ring->tail));
+	atomic_fetch_or_explicit(&peer->seg->ring_mask[nic->slot / 64],
+				 1ull << (nic->slot % 64),
+				 memory_order_release);
+	peer->ring = ring;
+}
+
 static struct uroce_sh_peer *peer_map(struct uroce_nic *nic,
 				      struct uroce_sh *sh, unsigned slot)
 {
@@ -369,8 +404,8 @@ static struct uroce_sh_peer *peer_map(struct uroce_nic *nic,
 	}
 	seg = mmap(NULL, sizeof(*seg), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 		   0);
-	close(fd);
 	if (seg == MAP_FAILED) {
+		close(fd);
 		debug(nic, "same-host path: mmap %s: %s: using UDP", name,
 		      errno);
 		return NULL;
@@ -381,6 +416,7 @@ static struct uroce_sh_peer *peer_map(struct uroce_nic *nic,
 		      ? EPROTO
 		      : peer_probe(seg);
 	if (err) {
+		close(fd);
 		munmap(seg, sizeof(*seg));
 		if (err == EPERM)
 			debug(nic, "same-host path: %s: the kernel refuses "
@@ -394,12 +430,16 @@ static struct uroce_sh_peer *peer_map(struct uroce_nic *nic,
 	}
 	peer = calloc(1, sizeof(*peer));
 	if (!peer) {
+		close(fd);
 		munmap(seg, sizeof(*seg));
 		return NULL;
 	}
 	peer->seg = seg;
 	peer->pid = seg->pid;
 	peer->slot = slot;
+	pthread_mutex_init(&peer->ring_lock, NULL);
+	peer_ring(nic, peer, fd, name);
+	close(fd);
 	/* our user slot there: a process that had our slot before us may
 	 * have died during a copy */
 	struct sh_user *me = &seg->users[nic->slot];

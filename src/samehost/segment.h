@@ -26,6 +26,11 @@ enum {
 	SH_MRS_PER_PAGE = SH_PAGE / 48,
 	SH_MR_PAGES = (UROCE_MAX_MR + 1 + SH_MRS_PER_PAGE - 1) / SH_MRS_PER_PAGE,
 	SH_MR_PAGE_WORDS = (SH_MR_PAGES + 63) / 64,
+	/* packet ring from one peer process: a full window of 4 KiB packets
+	 * and then some */
+	SH_RING_DATA = 1 << 20,
+	SH_RING_ALIGN = 64,
+	SH_RING_WRAP = 0xFFFFFFFFu,	/* entry length: go on at the start */
 };
 
 struct sh_qp {
@@ -66,17 +71,51 @@ struct sh_mr_page {
 	char pad[SH_PAGE - SH_MRS_PER_PAGE * sizeof(struct sh_mr)];
 };
 
+/*
+ * The packets of a peer process's same-host QPs, for this process to receive
+ * as it receives datagrams (transport/receive.c checks them alike): the
+ * RoCEv2 packets themselves, ICRC and all, so that the transport (PSNs,
+ * ACKs, RNR, retransmission) runs unchanged over a link that is only
+ * memory.  One producer process (its threads take its own lock), one
+ * consumer (under rx_lock).  head and tail count bytes from the start.
+ */
+struct sh_ring_pkt {
+	uint32_t len;		/* UDP payload bytes, or SH_RING_WRAP */
+	uint16_t sport;		/* the sender's UDP source port */
+	uint8_t family;		/* AF_INET or AF_INET6 */
+	uint8_t pad;
+	uint8_t src[16], dst[16];	/* IPv4 in the first 4 bytes */
+	uint8_t pad2[24];
+	uint8_t data[];		/* BTH .. ICRC */
+};
+
+struct sh_ring {
+	_Atomic uint64_t head;	/* written by the producer */
+	char pad[56];
+	_Atomic uint64_t tail;	/* written by the consumer */
+	char pad2[56];
+	uint8_t data[SH_RING_DATA];
+};
+
 struct sh_seg {
 	uint64_t magic;
 	uint64_t nonce;		/* random: proves pid and segment match */
 	uint64_t self;		/* where this header is in the owner */
 	int32_t pid;
 	uint32_t slot;
+	int32_t wake_fd;	/* the engine's doorbell (pidfd_getfd) */
+	uint32_t pad;
+	/* ns of the application's last receiving poll, 0 once it left:
+	 * while recent, a packet put in a ring is found without a doorbell */
+	_Atomic uint64_t app_poll_ns;
 	_Atomic uint64_t user_mask[SH_MASK_WORDS];	/* slots ever used */
+	_Atomic uint64_t ring_mask[SH_MASK_WORDS];	/* slots with a ring */
 	_Atomic uint64_t mr_pages[SH_MR_PAGE_WORDS];	/* allocated pages */
 	struct sh_user users[UROCE_MAX_SLOTS];
 	struct sh_qp qps[UROCE_MAX_QP + 1];
 	struct sh_mr_page mrs[SH_MR_PAGES] __attribute__((aligned(SH_PAGE)));
+	/* by producer slot; allocated by the producer when it attaches */
+	struct sh_ring rings[UROCE_MAX_SLOTS] __attribute__((aligned(SH_PAGE)));
 };
 
 /* The entry of MR index idx, or NULL when its page holds no entry yet. */
@@ -97,7 +136,37 @@ struct uroce_sh_peer {
 	pid_t pid;
 	unsigned slot;
 	atomic_bool dead;	/* a copy found the process gone */
+	/* our ring in its segment and its engine's doorbell, or NULL / -1
+	 * when packets to it go over UDP */
+	struct sh_ring *ring;
+	int doorbell;
+	pthread_mutex_t ring_lock;	/* our threads producing into it */
 	struct uroce_sh_peer *next;
+};
+
+enum { SH_RECV_RINGS = 64 };	/* rings one receive call reads at most */
+
+/* This process's same-host state (nic->sh). */
+struct uroce_sh {
+	struct sh_seg *seg;	/* ours; NULL when it could not be made */
+	int fd;			/* its file, to allocate MR pages in */
+	pthread_mutex_t page_lock;
+	char name[80];
+	uint64_t netns;
+	pthread_mutex_t lock;	/* the peer tables */
+	/* the mapped segment of the process in each slot, as last seen;
+	 * every one ever mapped stays mapped (QPs may point to it) */
+	struct uroce_sh_peer *by_slot[UROCE_MAX_SLOTS];
+	struct uroce_sh_peer *all;
+	/* rings read by the receive call in progress, and how far (rx_lock) */
+	struct {
+		struct sh_ring *ring;
+		uint64_t tail;
+	} done[SH_RECV_RINGS];
+	unsigned ndone;
+	/* receive calls since the rings last gave packets, and in all */
+	unsigned quiet_calls;
+	unsigned rx_calls;
 };
 
 /* Entries (struct sh_qp, struct sh_mr) begin with their sequence count and

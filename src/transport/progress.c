@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cm/cm.h"
+#include "samehost/samehost.h"
 #include "transport/transport.h"
 
 /* While any timer is armed the engine wakes at least this often, so that a
@@ -25,7 +26,7 @@
  * the thread has stopped receiving and only the engine can go on: it waits
  * for a CQ event, or it may spin on memory that only the engine can fill,
  * as ib_write_lat does. */
-#define ENGINE_DEFER_NS 200000ull
+#define ENGINE_DEFER_NS ((uint64_t)UROCE_ENGINE_DEFER_NS)
 /* How long after the last one-sided request received the engine still
  * treats this process as a target (see uroce_engine_app_left). */
 #define ENGINE_ONE_SIDED_RECENT_NS 1000000000ull
@@ -68,6 +69,17 @@ static void engine_receive(struct uroce_nic *nic)
 	int budget = ENGINE_RX_BUDGET;
 	int n;
 
+	/* same-host packets first: they cost no system call to look for */
+	n = uroce_sh_recv(nic, pkts, UROCE_RX_BATCH);
+	if (n > 0) {
+		atomic_fetch_add_explicit(&nic->stats.rx_packets, n,
+					  memory_order_relaxed);
+		uroce_recv_batch(nic, pkts, n);
+		uroce_sh_recv_done(nic);
+		budget -= n;
+	}
+	if (!uroce_sh_sockets_due(nic, n > 0))
+		return;
 	while (budget > 0) {
 		n = nic->net->recv(nic, pkts, UROCE_RX_BATCH);
 		if (n <= 0)
@@ -213,7 +225,10 @@ static void *engine_main(void *arg)
 
 void uroce_engine_poll(struct uroce_nic *nic)
 {
-	atomic_store(&nic->app_poll_ns, uroce_now_ns());
+	uint64_t now = uroce_now_ns();
+
+	atomic_store(&nic->app_poll_ns, now);
+	uroce_sh_note_poll(nic, now);
 	/* Whoever holds rx_lock is already receiving: nothing to add. */
 	if (pthread_mutex_trylock(&nic->rx_lock))
 		return;
@@ -246,6 +261,7 @@ void uroce_engine_app_left(struct uroce_nic *nic, bool will_wait)
 		    ENGINE_ONE_SIDED_RECENT_NS)
 		return;
 	atomic_store(&nic->app_poll_ns, 0);
+	uroce_sh_note_poll(nic, 0);
 	if (atomic_load(&nic->engine_deferring) &&
 	    write(nic->leave_fd, &one, sizeof(one)) < 0) {
 		/* saturated eventfd: a wake-up is pending anyway */

@@ -389,7 +389,7 @@ void uroce_req_progress(struct uroce_qp *qp)
 		return;
 	}
 	window = req_window(qp);
-	if (qp->sq_next != qp->sq_head && !qp->sh_peer)
+	if (qp->sq_next != qp->sq_head)
 		n = acks = take_owed_ack(qp, &pkts[0]);
 
 	while (qp->sq_next != qp->sq_head) {

@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <string.h>
 
+#include "samehost/samehost.h"
 #include "transport/hdr.h"
 #include "transport/icrc.h"
 #include "transport/transport.h"
@@ -35,6 +36,15 @@ void uroce_pkt_finish(struct uroce_qp *qp, struct uroce_txpkt *p,
  * which Linux emits DF with identification 0 (ip_select_ident), so that is
  * what we compute over; the segments of a GSO run get 0, 1, 2, ...
  */
+/* READ responses, ACKs and atomic ACKs (IBTA table 38: 0x0D..0x12 of a
+ * transport's opcodes). */
+static bool is_response(const struct uroce_txpkt *p)
+{
+	uint8_t op = bth_opcode(p->hdr) & 0x1F;
+
+	return op >= 0x0D && op <= 0x12;
+}
+
 int uroce_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n)
 {
 	struct uroce_nic *nic = qp->nic;
@@ -64,6 +74,24 @@ int uroce_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n)
 		uroce_icrc_put(p->trailer + pad,
 			       uroce_icrc_compute(&ip, p->iov, p->niov));
 		tail->iov_len = pad + ICRC_LEN;
+	}
+	if (qp->sh_peer && (sent = uroce_sh_xmit(qp, pkts, n)) >= 0) {
+		/* A full ring holds requests back (the requester waits and
+		 * resends), but a response cannot wait: an ACK lost now is
+		 * resent only after the peer's ACK timeout, if the QP still
+		 * exists then.  It goes by UDP, which a same-host peer
+		 * receives as well (its ICRC check takes any IP ID). */
+		while ((unsigned)sent < n && is_response(&pkts[sent])) {
+			int r = nic->net->xmit(nic, qp->tx, &pkts[sent], 1);
+			int more;
+
+			if (r <= 0)
+				break;
+			sent++;
+			more = uroce_sh_xmit(qp, &pkts[sent], n - sent);
+			sent += more > 0 ? more : 0;
+		}
+		return sent;
 	}
 	/* a UD QP has a socket per address family; the caller batches by it */
 	sent = nic->net->xmit(nic, pkts[0].dst->sa.sa_family == AF_INET6 &&

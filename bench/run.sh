@@ -236,9 +236,12 @@ for ((round = 1; round <= REPEATS; round++)); do
 	for p in "${PATHS[@]}"; do
 		# message rate: column 5, MsgRate in Mpps, over four QPs
 		measure $p:write_rate perftest $p ib_write_bw $RATE_SIZE 50000 5 -q 4
-		# many QPs: the same 64 KiB WRITEs on 16 and on 1,000 QPs
-		measure $p:qps,16 perftest $p ib_write_bw 65536 400 4 -q 16
-		measure $p:qps,1000 perftest $p ib_write_bw 65536 8 4 -q 1000
+		# many QPs: as many 64 KiB WRITEs (64,000) on 16 and on 1,000
+		# QPs.  Each QP has its own buffers, whose pages are touched
+		# for the first time by the run (uroce pins nothing), so
+		# fewer messages would measure page faults.
+		measure $p:qps,16 perftest $p ib_write_bw 65536 4000 4 -q 16
+		measure $p:qps,1000 perftest $p ib_write_bw 65536 64 4 -q 1000
 		for verb in write read send; do
 			measure $p:cpu:$verb perftest $p ib_${verb}_bw 1048576 $CPU_ITERS cpu
 		done

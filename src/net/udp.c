@@ -27,249 +27,18 @@
  * QPs); the sockets are counted and closed with their last QP.
  */
 #include <errno.h>
-#include <linux/filter.h>
 #include <netinet/udp.h>
 #include <poll.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "net/pcap.h"
-#include "uroce.h"
+#include "net/udp.h"
 
-enum {
-	BTH_BYTES = 12,		/* shortest datagram that has a DestQP */
-	SOCK_BUF = 16 << 20,	/* socket buffers: a whole 8 MiB UC message */
-	TX_CHUNK = 256,		/* tx handles per lazily allocated table chunk */
-	TX_MAX = UROCE_MAX_QP + 1,	/* one endpoint per QP at most */
-	TX_CHUNKS = TX_MAX / TX_CHUNK,
-	TX_RETRIES = 20,	/* EAGAIN/ENOBUFS: ~1 ms before giving up */
-	TX_RETRY_NS = 50000,
-	FWD_MAGIC = 0x75524f46,	/* catches a peer of another uroce build */
-	RX_CTRL = 128,		/* pktinfo + tos, or credentials */
-	RX_READY_MAX = 16,	/* sockets read per receive call */
-	FWD_ACCEPT_MAX = 256,	/* processes forwarding to us at once */
-	FWD_BACKLOG = 64,
-	DRAIN_ROUNDS = 16,	/* recvmmsg calls when closing */
-	DRAIN_GRACE_MS = 1,	/* for a datagram the kernel still delivers */
-};
-
-/* Prefixed to a datagram forwarded to the process that owns its QP: what
- * that process would have learnt had the kernel delivered it there. */
-union fwd_addr {
-	struct sockaddr sa;
-	struct sockaddr_in in4;
-	struct sockaddr_in6 in6;
-};
-
-struct fwd_hdr {
-	uint32_t magic;
-	uint8_t tos;
-	uint8_t pad[3];
-	union fwd_addr src, dst;
-};
-
-/* A receive buffer holds a forwarding header followed by a UDP payload, so
- * that datagrams from either kind of socket end up with their payload at the
- * same offset. */
-enum {
-	RX_MSGS = 16,			/* datagrams per recvmmsg */
-	RX_DGRAM_MAX = 65536,		/* a GRO datagram: many packets */
-	RX_STRIDE = sizeof(struct fwd_hdr) + RX_DGRAM_MAX,
-	RX_GRO_SEGS = 64,		/* most segments the kernel merges */
-};
-
-struct tx_chunk {
-	atomic_int fd[TX_CHUNK];	/* -1 = free */
-	atomic_int rxfd[TX_CHUNK];	/* its direct receive socket, or -1 */
-	uint16_t sport[TX_CHUNK];	/* its UDP source port, for captures */
-};
-
-/* What a socket in the epoll set is (the high half of its epoll data). */
-enum rx_kind { RX_UDP, RX_LISTEN, RX_FWD };
-
-/* A CM service ID this process holds: a listening socket bound to the
- * service's abstract name, through which other processes forward its REQs
- * (and, for the same service, the connection that forwards to it). */
-struct sid_claim {
-	uint64_t sid;
-	int fd;
-};
-
-enum { SID_FWD_CACHE = 64 };	/* services we forward to, connected */
-
-/* A socket QPs share: a transmit socket (family, source port), or a
- * connected receive socket (our address, the peer's address and port). */
-struct shared_sock {
-	int fd;
-	unsigned refs;
-	bool rx;
-	int family;
-	uint16_t sport;
-	union uroce_sockaddr self, peer;
-};
-
-struct udp_priv {
-	int fd4, fd6;			/* -1 when absent */
-	int fdu;			/* our slot's forwarding listener */
-	int fwd_to[UROCE_MAX_SLOTS];	/* connection to each slot, or -1 */
-	int fwd_from[FWD_ACCEPT_MAX];	/* accepted connections */
-	unsigned nfwd_from;
-	int epfd;			/* every receiving socket */
-	pthread_mutex_t sid_lock;
-	struct sid_claim *sids;
-	unsigned nsids, sids_cap;
-	/* connections to the holders of services we forwarded REQs to;
-	 * used only by the receiver (rx_lock) */
-	struct sid_claim sid_fwd[SID_FWD_CACHE];
-	unsigned sid_fwd_next;
-	uid_t uid;
-	uint16_t port;
-	struct uroce_pcap *pcap;	/* UROCE_PCAP, or NULL */
-
-	/* Handle -> socket.  Chunks are never freed before close, so xmit
-	 * looks up without the lock while tx_open grows the table. */
-	pthread_mutex_t tx_lock;
-	unsigned tx_hint;
-	_Atomic(struct tx_chunk *) tx[TX_CHUNKS];
-	struct shared_sock *shared;	/* under tx_lock */
-	unsigned nshared, shared_cap;
-
-	/* recvmmsg state, used only by the single receiver (rx_lock) */
-	struct mmsghdr msg[RX_MSGS];
-	struct iovec iov[RX_MSGS];
-	union uroce_sockaddr name[RX_MSGS];
-	union {
-		uint8_t buf[RX_CTRL];
-		struct cmsghdr align;
-	} ctrl[RX_MSGS];
-	uint8_t buf[RX_MSGS][RX_STRIDE];
-};
-
-static int setopt(int fd, int level, int name, int val)
-{
-	return setsockopt(fd, level, name, &val, sizeof(val)) ? -errno : 0;
-}
-
-/* A socket buffer of SOCK_BUF bytes.  The kernel caps SO_RCVBUF/SO_SNDBUF
- * at net.core.[rw]mem_max (212992 by default: some 50 MTU-sized packets,
- * less than a window); with CAP_NET_ADMIN the *FORCE options go past it.
- * uroce never needs the capability, it only uses it when it has it. */
-static int set_buf(int fd, int name)
-{
-	int force = name == SO_RCVBUF ? SO_RCVBUFFORCE : SO_SNDBUFFORCE;
-
-	if (!setopt(fd, SOL_SOCKET, force, SOCK_BUF))
-		return 0;
-	return setopt(fd, SOL_SOCKET, name, SOCK_BUF);
-}
-
-static socklen_t addr_len(int family)
-{
-	return family == AF_INET ? sizeof(struct sockaddr_in)
-				 : sizeof(struct sockaddr_in6);
-}
-
-/* The wildcard address of a family with the given port. */
-static socklen_t any_addr(union uroce_sockaddr *a, int family, uint16_t port)
-{
-	memset(a, 0, sizeof(*a));
-	a->sa.sa_family = family;
-	if (family == AF_INET)
-		a->in4.sin_port = htons(port);
-	else
-		a->in6.sin6_port = htons(port);
-	return addr_len(family);
-}
-
-/* "\0uroce2.<port>.<uid>.<slot>": abstract, so the kernel keeps the names
- * unique and releases them when the owner exits.  The 2 is the forwarding
- * protocol (SOCK_SEQPACKET + struct fwd_hdr): builds that speak another
- * cannot forward to each other, so they keep to their own names. */
-static socklen_t slot_name(struct sockaddr_un *un, uint16_t port, uid_t uid,
-			   unsigned slot)
-{
-	int len;
-
-	memset(un, 0, sizeof(*un));
-	un->sun_family = AF_UNIX;
-	len = snprintf(un->sun_path + 1, sizeof(un->sun_path) - 1,
-		       "uroce2.%u.%u.%u", port, (unsigned)uid, slot);
-	return offsetof(struct sockaddr_un, sun_path) + 1 + len;
-}
-
-/* "\0uroce-sid.<port>.<service ID>": one name per CM service ID on the
- * host, whoever's process holds it, as a port space is one per host.
- * Abstract names vanish with their process, so a crashed listener never
- * blocks its port. */
-static socklen_t sid_name(struct sockaddr_un *un, uint16_t port, uint64_t sid)
-{
-	int len;
-
-	memset(un, 0, sizeof(*un));
-	un->sun_family = AF_UNIX;
-	len = snprintf(un->sun_path + 1, sizeof(un->sun_path) - 1,
-		       "uroce-sid.%u.%016llx", port, (unsigned long long)sid);
-	return offsetof(struct sockaddr_un, sun_path) + 1 + len;
-}
-
-/* A receiving socket bound to a (port 4791), in the shared group. */
-static int rx_socket_at(const union uroce_sockaddr *a, int *out)
-{
-	int family = a->sa.sa_family;
-	int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	int err;
-
-	if (fd < 0)
-		return -errno;
-	err = setopt(fd, SOL_SOCKET, SO_REUSEPORT, 1);
-	if (!err)
-		err = set_buf(fd, SO_RCVBUF);
-	if (family == AF_INET) {
-		if (!err)
-			err = setopt(fd, IPPROTO_IP, IP_PKTINFO, 1);
-		if (!err)
-			err = setopt(fd, IPPROTO_IP, IP_RECVTOS, 1);
-	} else {
-		if (!err)
-			err = setopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
-		if (!err)
-			err = setopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1);
-		if (!err)
-			err = setopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, 1);
-		/* rxe and RoCE hardware send a zero UDP checksum over IPv6
-		 * too; the ICRC protects the packet instead. */
-		if (!err)
-			err = setopt(fd, IPPROTO_UDP, UDP_NO_CHECK6_RX, 1);
-	}
-	/* GSO datagrams from a local sender arrive whole, GRO-merged ones
-	 * from a NIC too: one receive call for up to 64 packets.  A kernel
-	 * without UDP_GRO (before 5.0) delivers them one by one. */
-	if (!err)
-		setopt(fd, SOL_UDP, UDP_GRO, 1);
-	if (!err && bind(fd, &a->sa, addr_len(family)))
-		err = -errno;
-	if (err) {
-		close(fd);
-		return err;
-	}
-	*out = fd;
-	return 0;
-}
-
-static int rx_socket(int family, uint16_t port, int *out)
-{
-	union uroce_sockaddr a;
-
-	any_addr(&a, family, port);
-	return rx_socket_at(&a, out);
-}
-
-static int rx_watch(struct udp_priv *p, int fd, enum rx_kind kind)
+int udp_rx_watch(struct udp_priv *p, int fd, enum rx_kind kind)
 {
 	struct epoll_event ev = {
 		.events = EPOLLIN,
@@ -277,39 +46,6 @@ static int rx_watch(struct udp_priv *p, int fd, enum rx_kind kind)
 	};
 
 	return epoll_ctl(p->epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
-}
-
-/* Claim a free slot by binding its abstract name.  Starting at a
- * pseudo-random slot keeps a restarted process from reusing the QPNs its
- * predecessor's peers may still be sending to. */
-static int slot_alloc(struct uroce_nic *nic, struct udp_priv *p)
-{
-	const unsigned nslots = UROCE_MAX_SLOTS - 1;
-	struct timespec ts;
-	unsigned start;
-	int err;
-
-	p->fdu = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK,
-			0);
-	if (p->fdu < 0)
-		return -errno;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	start = (unsigned)(ts.tv_nsec ^ getpid() * 2654435761u) % nslots;
-	for (unsigned i = 0; i < nslots; i++) {
-		unsigned slot = 1 + (start + i) % nslots;
-		struct sockaddr_un un;
-		socklen_t len = slot_name(&un, p->port, p->uid, slot);
-
-		if (!bind(p->fdu, (struct sockaddr *)&un, len)) {
-			nic->slot = slot;
-			err = listen(p->fdu, FWD_BACKLOG) ? -errno : 0;
-			return err;
-		}
-		if (errno != EADDRINUSE)
-			return -errno;
-	}
-	return -EADDRINUSE;
 }
 
 static void drain_shared(struct uroce_nic *nic, int fd, int family);
@@ -377,311 +113,29 @@ static int udp_open(struct uroce_nic *nic)
 	if (nic->cfg->pcap[0])
 		p->pcap = uroce_pcap_open(nic->cfg->pcap);
 
-	err = rx_socket(AF_INET, p->port, &p->fd4);
+	err = udp_rx_socket(AF_INET, p->port, &p->fd4);
 	if (!err) {
-		err = rx_socket(AF_INET6, p->port, &p->fd6);
+		err = udp_rx_socket(AF_INET6, p->port, &p->fd6);
 		/* a host without IPv6 runs IPv4-only */
 		if (err == -EAFNOSUPPORT || err == -EADDRNOTAVAIL)
 			err = 0;
 	}
 	if (!err)
-		err = slot_alloc(nic, p);
+		err = udp_slot_alloc(nic, p);
 	if (!err) {
 		p->epfd = epoll_create1(EPOLL_CLOEXEC);
-		err = p->epfd < 0 ? -errno : rx_watch(p, p->fd4, RX_UDP);
+		err = p->epfd < 0 ? -errno : udp_rx_watch(p, p->fd4, RX_UDP);
 	}
 	if (!err && p->fd6 >= 0)
-		err = rx_watch(p, p->fd6, RX_UDP);
+		err = udp_rx_watch(p, p->fd6, RX_UDP);
 	if (!err)
-		err = rx_watch(p, p->fdu, RX_LISTEN);
+		err = udp_rx_watch(p, p->fdu, RX_LISTEN);
 	if (err)
 		udp_close(nic);
 	return err;
 }
 
 /* ---- transmit ------------------------------------------------------------ */
-
-static int tx_insert(struct udp_priv *p, int fd, uint16_t sport)
-{
-	int ret = -ENOSPC;
-
-	pthread_mutex_lock(&p->tx_lock);
-	for (unsigned k = 0; k < TX_MAX; k++) {
-		unsigned h = (p->tx_hint + k) % TX_MAX;
-		struct tx_chunk *c = atomic_load(&p->tx[h / TX_CHUNK]);
-
-		if (!c) {
-			c = malloc(sizeof(*c));
-			if (!c) {
-				ret = -ENOMEM;
-				break;
-			}
-			for (unsigned i = 0; i < TX_CHUNK; i++) {
-				atomic_init(&c->fd[i], -1);
-				atomic_init(&c->rxfd[i], -1);
-			}
-			atomic_store(&p->tx[h / TX_CHUNK], c);
-		}
-		if (atomic_load(&c->fd[h % TX_CHUNK]) < 0) {
-			c->sport[h % TX_CHUNK] = sport;
-			atomic_store(&c->fd[h % TX_CHUNK], fd);
-			p->tx_hint = h + 1;
-			ret = h;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&p->tx_lock);
-	return ret;
-}
-
-static int tx_fd(struct udp_priv *p, int tx)
-{
-	struct tx_chunk *c;
-
-	if (tx < 0 || tx >= TX_MAX)
-		return -1;
-	c = atomic_load(&p->tx[tx / TX_CHUNK]);
-	return c ? atomic_load(&c->fd[tx % TX_CHUNK]) : -1;
-}
-
-static int tx_socket(int family, uint16_t sport)
-{
-	/* drop everything: this socket shares sport with others and only
-	 * sends; it is attached before bind so nothing is ever queued */
-	static struct sock_filter drop_all = BPF_STMT(BPF_RET | BPF_K, 0);
-	const struct sock_fprog prog = { .len = 1, .filter = &drop_all };
-	union uroce_sockaddr a;
-	socklen_t alen = any_addr(&a, family, sport);
-	int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	int err;
-
-	if (fd < 0)
-		return -errno;
-	/* QPs of this and other processes may hash to the same source port */
-	err = setopt(fd, SOL_SOCKET, SO_REUSEADDR, 1);
-	if (!err)
-		err = setopt(fd, SOL_SOCKET, SO_REUSEPORT, 1);
-	if (!err && setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog,
-			       sizeof(prog)))
-		err = -errno;
-	if (!err)	/* the kernel rounds up to its minimum */
-		err = setopt(fd, SOL_SOCKET, SO_RCVBUF, 1);
-	/* room for a whole window of MTU-sized packets in the qdisc */
-	if (!err)
-		err = set_buf(fd, SO_SNDBUF);
-	if (family == AF_INET) {
-		/* The ICRC covers the IPv4 identification and flags.  With
-		 * DF set, Linux gives datagrams of an unconnected socket ID 0
-		 * (a connected one counts), which is what the transport
-		 * assumes when it computes the ICRC. */
-		if (!err)
-			err = setopt(fd, IPPROTO_IP, IP_MTU_DISCOVER,
-				     IP_PMTUDISC_DO);
-		/* rxe and hardware send UDP checksum 0 (the ICRC covers the
-		 * payload), but the kernel refuses UDP GSO without checksums,
-		 * and GSO saves far more than the checksum costs: it is
-		 * offloaded to the NIC or, on loopback and veth, skipped. */
-	} else {
-		/* RoCE packets must not be fragmented; oversize ones fail with
-		 * EMSGSIZE instead.  The UDP checksum stays on: IPv6 forbids
-		 * zero, a receiver accepts it only after opting in
-		 * (UDP_NO_CHECK6_RX), a non-zero one is accepted by everyone,
-		 * and the ICRC masks the field so it costs nothing there. */
-		if (!err)
-			err = setopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
-		if (!err)
-			err = setopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER,
-				     IPV6_PMTUDISC_DO);
-	}
-	if (!err && bind(fd, &a.sa, alen))
-		err = -errno;
-	if (err) {
-		close(fd);
-		return err;
-	}
-	return fd;
-}
-
-static bool same_sockaddr(const union uroce_sockaddr *a,
-			  const union uroce_sockaddr *b)
-{
-	if (a->sa.sa_family != b->sa.sa_family)
-		return false;
-	if (a->sa.sa_family == AF_INET)
-		return a->in4.sin_port == b->in4.sin_port &&
-		       a->in4.sin_addr.s_addr == b->in4.sin_addr.s_addr;
-	return a->in6.sin6_port == b->in6.sin6_port &&
-	       !memcmp(&a->in6.sin6_addr, &b->in6.sin6_addr,
-		       sizeof(a->in6.sin6_addr));
-}
-
-/* The shared socket for a key, counted once more; -1 if there is none.
- * tx_lock held. */
-static int shared_get(struct udp_priv *p, const struct shared_sock *key)
-{
-	for (unsigned i = 0; i < p->nshared; i++) {
-		struct shared_sock *s = &p->shared[i];
-
-		if (s->rx != key->rx)
-			continue;
-		if (s->rx ? same_sockaddr(&s->self, &key->self) &&
-				    same_sockaddr(&s->peer, &key->peer)
-			  : s->family == key->family && s->sport == key->sport) {
-			s->refs++;
-			return s->fd;
-		}
-	}
-	return -1;
-}
-
-/* Adds a new socket under key with one reference; tx_lock held. */
-static int shared_add(struct udp_priv *p, const struct shared_sock *key,
-		      int fd)
-{
-	if (p->nshared == p->shared_cap) {
-		unsigned cap = p->shared_cap ? 2 * p->shared_cap : 32;
-		struct shared_sock *n = realloc(p->shared, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		p->shared = n;
-		p->shared_cap = cap;
-	}
-	p->shared[p->nshared] = *key;
-	p->shared[p->nshared].fd = fd;
-	p->shared[p->nshared].refs = 1;
-	p->nshared++;
-	return 0;
-}
-
-/* Drops a reference to the shared socket fd; true if it was the last,
- * when the caller closes it.  tx_lock held. */
-static bool shared_put(struct udp_priv *p, int fd)
-{
-	for (unsigned i = 0; i < p->nshared; i++) {
-		if (p->shared[i].fd != fd)
-			continue;
-		if (--p->shared[i].refs)
-			return false;
-		p->shared[i] = p->shared[--p->nshared];
-		return true;
-	}
-	return true;
-}
-
-static int udp_tx_open(struct uroce_nic *nic, int family, uint16_t sport)
-{
-	struct udp_priv *p = nic->net_priv;
-	struct shared_sock key = { .family = family, .sport = sport };
-	int fd, h, err = 0;
-
-	if (family != AF_INET && family != AF_INET6) {
-		STAT_INC(nic, tx_errors);
-		return -EAFNOSUPPORT;
-	}
-	pthread_mutex_lock(&p->tx_lock);
-	fd = shared_get(p, &key);
-	if (fd < 0) {
-		fd = tx_socket(family, sport);
-		err = fd < 0 ? fd : shared_add(p, &key, fd);
-		if (err && fd >= 0)
-			close(fd);
-	}
-	pthread_mutex_unlock(&p->tx_lock);
-	if (err) {
-		STAT_INC(nic, tx_errors);
-		return err;
-	}
-	h = tx_insert(p, fd, sport);
-	if (h < 0) {
-		pthread_mutex_lock(&p->tx_lock);
-		if (shared_put(p, fd))
-			close(fd);
-		pthread_mutex_unlock(&p->tx_lock);
-		STAT_INC(nic, tx_errors);
-	}
-	return h;
-}
-
-/* Best effort: without it the datagrams still arrive, maybe forwarded. */
-static int udp_steer(struct uroce_nic *nic, int tx,
-		     const union uroce_sockaddr *self,
-		     const union uroce_sockaddr *peer, uint16_t peer_sport)
-{
-	struct udp_priv *p = nic->net_priv;
-	union uroce_sockaddr from = *peer;
-	struct tx_chunk *c;
-	int fd, err;
-
-	struct shared_sock key = { .rx = true, .self = *self };
-
-	if (tx_fd(p, tx) < 0)
-		return -EBADF;
-	c = atomic_load(&p->tx[tx / TX_CHUNK]);
-	if (atomic_load(&c->rxfd[tx % TX_CHUNK]) >= 0)
-		return -EBUSY;
-	if (from.sa.sa_family == AF_INET)
-		from.in4.sin_port = htons(peer_sport);
-	else
-		from.in6.sin6_port = htons(peer_sport);
-	key.peer = from;
-	pthread_mutex_lock(&p->tx_lock);
-	fd = shared_get(p, &key);
-	err = 0;
-	if (fd < 0) {
-		err = rx_socket_at(self, &fd);
-		/* A socket connected to the peer's address and port scores
-		 * above the shared ones in the kernel's lookup.  Connecting
-		 * never blocks or sends anything for UDP. */
-		if (!err && connect(fd, &from.sa, addr_len(from.sa.sa_family)))
-			err = -errno;
-		if (!err)
-			err = rx_watch(p, fd, RX_UDP);
-		if (!err)
-			err = shared_add(p, &key, fd);
-		if (err && fd >= 0) {
-			epoll_ctl(p->epfd, EPOLL_CTL_DEL, fd, NULL);
-			close(fd);
-		}
-	}
-	pthread_mutex_unlock(&p->tx_lock);
-	if (err) {
-		STAT_INC(nic, rx_errors);
-		return err;
-	}
-	atomic_store(&c->rxfd[tx % TX_CHUNK], fd);
-	return 0;
-}
-
-/* The caller guarantees no xmit on tx is in progress or follows. */
-static void udp_tx_close(struct uroce_nic *nic, int tx)
-{
-	struct udp_priv *p = nic->net_priv;
-	struct tx_chunk *c;
-	int fd, rxfd;
-
-	if (tx_fd(p, tx) < 0)
-		return;
-	c = atomic_load(&p->tx[tx / TX_CHUNK]);
-	pthread_mutex_lock(&p->tx_lock);
-	fd = atomic_exchange(&c->fd[tx % TX_CHUNK], -1);
-	rxfd = atomic_exchange(&c->rxfd[tx % TX_CHUNK], -1);
-	p->tx_hint = tx;
-	/* other QPs may still use them */
-	if (fd >= 0 && !shared_put(p, fd))
-		fd = -1;
-	if (rxfd >= 0 && !shared_put(p, rxfd))
-		rxfd = -1;
-	pthread_mutex_unlock(&p->tx_lock);
-	if (fd >= 0)
-		close(fd);
-	if (rxfd >= 0) {
-		epoll_ctl(p->epfd, EPOLL_CTL_DEL, rxfd, NULL);
-		/* the receiver may hold it from an earlier epoll_wait */
-		uroce_nic_quiesce(nic);
-		close(rxfd);
-	}
-}
 
 /* sendmmsg, retried on EINTR and, briefly, while the socket or device queue
  * is full.  Returns datagrams sent (>= 1) or -errno. */
@@ -776,7 +230,7 @@ static int udp_xmit(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
 		    unsigned n)
 {
 	struct udp_priv *p = nic->net_priv;
-	int fd = tx_fd(p, tx);
+	int fd = udp_tx_fd(p, tx);
 	unsigned sent = 0;
 	int err = -EBADF;
 
@@ -917,235 +371,6 @@ static bool rx_cmsgs(struct udp_priv *p, struct msghdr *mh,
 	return have_dst;
 }
 
-/* The connection to slot's owner, made on first use; -1 if it has none. */
-static int fwd_conn(struct udp_priv *p, unsigned slot)
-{
-	struct sockaddr_un un;
-	socklen_t len;
-	int fd = p->fwd_to[slot];
-
-	if (fd >= 0)
-		return fd;
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -1;
-	len = slot_name(&un, p->port, p->uid, slot);
-	/* deep enough for a window of MTU-sized packets */
-	if (set_buf(fd, SO_SNDBUF) ||
-	    connect(fd, (struct sockaddr *)&un, len)) {
-		close(fd);
-		return -1;
-	}
-	p->fwd_to[slot] = fd;
-	return fd;
-}
-
-static int forward(struct uroce_nic *nic, unsigned slot,
-		   const struct uroce_rxpkt *rx)
-{
-	struct udp_priv *p = nic->net_priv;
-	struct fwd_hdr h = { .magic = FWD_MAGIC, .tos = rx->tos };
-	struct iovec iov[2] = {
-		{ .iov_base = &h, .iov_len = sizeof(h) },
-		{ .iov_base = rx->data, .iov_len = rx->len },
-	};
-	struct msghdr mh = {
-		.msg_iov = iov,
-		.msg_iovlen = ARRAY_SIZE(iov),
-	};
-	int fd = fwd_conn(p, slot);
-
-	memcpy(&h.src, &rx->src, sizeof(h.src));
-	memcpy(&h.dst, &rx->dst, sizeof(h.dst));
-	/* never block the receive path on a slow or vanished owner: its
-	 * transport retransmits what is dropped here */
-	int err;
-
-	if (fd >= 0 && sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0) {
-		STAT_INC(nic, rx_forwarded);
-		return 0;
-	}
-	err = fd >= 0 ? -errno : -ENOENT;
-	STAT_INC(nic, rx_forward_failed);
-	/* the owner is gone (a new process may take its slot): reconnect
-	 * next time */
-	if (fd >= 0 && err != -EAGAIN) {
-		close(fd);
-		p->fwd_to[slot] = -1;
-	}
-	return err;
-}
-
-static int udp_forward(struct uroce_nic *nic, unsigned slot,
-		       const struct uroce_rxpkt *rx)
-{
-	if (slot == 0 || slot >= UROCE_MAX_SLOTS || slot == nic->slot)
-		return -EINVAL;
-	return forward(nic, slot, rx);
-}
-
-/* ---- CM service IDs ------------------------------------------------------ */
-
-static int udp_sid_claim(struct uroce_nic *nic, uint64_t sid)
-{
-	struct udp_priv *p = nic->net_priv;
-	struct sockaddr_un un;
-	socklen_t len = sid_name(&un, p->port, sid);
-	int fd, err = 0;
-
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	if (bind(fd, (struct sockaddr *)&un, len) || listen(fd, FWD_BACKLOG))
-		err = -errno;
-	pthread_mutex_lock(&p->sid_lock);
-	if (!err && p->nsids == p->sids_cap) {
-		unsigned cap = p->sids_cap ? 2 * p->sids_cap : 8;
-		struct sid_claim *n = realloc(p->sids, cap * sizeof(*n));
-
-		if (n) {
-			p->sids = n;
-			p->sids_cap = cap;
-		} else {
-			err = -ENOMEM;
-		}
-	}
-	if (!err)
-		err = rx_watch(p, fd, RX_LISTEN);
-	if (!err)
-		p->sids[p->nsids++] = (struct sid_claim){ sid, fd };
-	pthread_mutex_unlock(&p->sid_lock);
-	if (err)
-		close(fd);
-	return err;
-}
-
-/* Not called with the CM's lock held: the receiver may be using fd. */
-static void udp_sid_release(struct uroce_nic *nic, uint64_t sid)
-{
-	struct udp_priv *p = nic->net_priv;
-	int fd = -1;
-
-	pthread_mutex_lock(&p->sid_lock);
-	for (unsigned i = 0; i < p->nsids; i++) {
-		if (p->sids[i].sid == sid) {
-			fd = p->sids[i].fd;
-			p->sids[i] = p->sids[--p->nsids];
-			break;
-		}
-	}
-	pthread_mutex_unlock(&p->sid_lock);
-	if (fd < 0)
-		return;
-	epoll_ctl(p->epfd, EPOLL_CTL_DEL, fd, NULL);
-	uroce_nic_quiesce(nic);
-	close(fd);
-}
-
-/* The cached connection to a service's holder, made on first use. */
-static int sid_conn(struct udp_priv *p, uint64_t sid)
-{
-	struct sockaddr_un un;
-	socklen_t len = sid_name(&un, p->port, sid);
-	struct sid_claim *c;
-	int fd;
-
-	for (unsigned i = 0; i < SID_FWD_CACHE; i++)
-		if (p->sid_fwd[i].fd >= 0 && p->sid_fwd[i].sid == sid)
-			return p->sid_fwd[i].fd;
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -errno;
-	if (set_buf(fd, SO_SNDBUF) || connect(fd, (struct sockaddr *)&un, len)) {
-		int err = -errno;
-
-		close(fd);
-		return err;
-	}
-	c = &p->sid_fwd[p->sid_fwd_next++ % SID_FWD_CACHE];
-	if (c->fd >= 0)
-		close(c->fd);
-	*c = (struct sid_claim){ sid, fd };
-	return fd;
-}
-
-static void sid_conn_drop(struct udp_priv *p, int fd)
-{
-	for (unsigned i = 0; i < SID_FWD_CACHE; i++)
-		if (p->sid_fwd[i].fd == fd)
-			p->sid_fwd[i].fd = -1;
-	close(fd);
-}
-
-/* Only the receiver (under rx_lock) forwards, so the cache needs no lock.
- * A connection outlives its holder's claim: a failed send reconnects
- * once, to whoever holds the service now, if anyone. */
-static int udp_sid_forward(struct uroce_nic *nic, uint64_t sid,
-			   const struct uroce_rxpkt *rx)
-{
-	struct udp_priv *p = nic->net_priv;
-	struct fwd_hdr h = { .magic = FWD_MAGIC, .tos = rx->tos };
-	struct iovec iov[2] = {
-		{ .iov_base = &h, .iov_len = sizeof(h) },
-		{ .iov_base = rx->data, .iov_len = rx->len },
-	};
-	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = ARRAY_SIZE(iov) };
-
-	memcpy(&h.src, &rx->src, sizeof(h.src));
-	memcpy(&h.dst, &rx->dst, sizeof(h.dst));
-	for (unsigned tries = 0; tries < 2; tries++) {
-		int fd = sid_conn(p, sid);
-
-		if (fd < 0)
-			return fd;
-		if (sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0)
-			return 0;
-		/* a full queue loses the REQ as a full backlog would: the
-		 * peer retransmits it */
-		if (errno == EAGAIN)
-			return 0;
-		sid_conn_drop(p, fd);
-	}
-	return -ECONNREFUSED;
-}
-
-/* A process of our user connects to forward datagrams to us. */
-static void fwd_accept(struct uroce_nic *nic, int listen_fd)
-{
-	struct udp_priv *p = nic->net_priv;
-	struct ucred uc;
-	socklen_t len = sizeof(uc);
-	int fd;
-
-	while ((fd = accept4(listen_fd, NULL, NULL,
-			     SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) ||
-		    uc.uid != p->uid) {
-			STAT_INC(nic, rx_bad_source);
-			close(fd);
-			continue;
-		}
-		if (p->nfwd_from == FWD_ACCEPT_MAX || rx_watch(p, fd, RX_FWD)) {
-			STAT_INC(nic, rx_errors);
-			close(fd);
-			continue;
-		}
-		p->fwd_from[p->nfwd_from++] = fd;
-	}
-}
-
-/* The forwarding process closed its end. */
-static void fwd_close(struct udp_priv *p, int fd)
-{
-	for (unsigned i = 0; i < p->nfwd_from; i++) {
-		if (p->fwd_from[i] == fd) {
-			p->fwd_from[i] = p->fwd_from[--p->nfwd_from];
-			break;
-		}
-	}
-	close(fd);
-}
-
 /* A datagram from a UDP socket, maybe several packets merged by GSO/GRO:
  * puts the packets that are ours in rx[0..room) and returns how many. */
 static unsigned rx_udp(struct uroce_nic *nic, unsigned i,
@@ -1196,67 +421,9 @@ static unsigned rx_udp(struct uroce_nic *nic, unsigned i,
 			out++;
 			continue;
 		}
-		forward(nic, slot, r);
+		udp_fwd_send(nic, slot, r);
 	}
 	return out;
-}
-
-static bool fwd_addr_get(const union fwd_addr *in, int family,
-			 union uroce_sockaddr *out)
-{
-	memset(out, 0, sizeof(*out));
-	if (in->sa.sa_family != family)
-		return false;
-	if (family == AF_INET)
-		out->in4 = in->in4;
-	else
-		out->in6 = in->in6;
-	return true;
-}
-
-/* A datagram forwarded by another process of our user (checked when it
- * connected): true when it is well formed. */
-static bool rx_unix(struct uroce_nic *nic, unsigned i, struct uroce_rxpkt *rx)
-{
-	struct udp_priv *p = nic->net_priv;
-	struct msghdr *mh = &p->msg[i].msg_hdr;
-	uint32_t len = p->msg[i].msg_len;
-	struct fwd_hdr h;
-	int family;
-
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm;
-	     cm = CMSG_NXTHDR(mh, cm)) {
-		if (cm->cmsg_level == SOL_SOCKET &&
-		    cm->cmsg_type == SCM_RIGHTS) {
-			/* nobody has reason to pass us descriptors; do not
-			 * let them pile up */
-			size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-
-			for (size_t k = 0; k < nfd; k++) {
-				int fd;
-
-				memcpy(&fd, CMSG_DATA(cm) + k * sizeof(int),
-				       sizeof(fd));
-				close(fd);
-			}
-		}
-	}
-	if (len < sizeof(h) + BTH_BYTES || (mh->msg_flags & MSG_TRUNC)) {
-		STAT_INC(nic, rx_malformed);
-		return false;
-	}
-	memcpy(&h, p->buf[i], sizeof(h));
-	family = h.src.sa.sa_family;
-	if (h.magic != FWD_MAGIC || (family != AF_INET && family != AF_INET6) ||
-	    !fwd_addr_get(&h.src, family, &rx->src) ||
-	    !fwd_addr_get(&h.dst, family, &rx->dst)) {
-		STAT_INC(nic, rx_malformed);
-		return false;
-	}
-	rx->tos = h.tos;
-	rx->data = p->buf[i] + sizeof(h);
-	rx->len = len - sizeof(h);
-	return true;
 }
 
 /* recvmmsg into buffers [first, first + n). */
@@ -1352,7 +519,7 @@ static int udp_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 		int got;
 
 		if (kind == RX_LISTEN) {
-			fwd_accept(nic, fd);
+			udp_fwd_accept(nic, fd);
 			continue;
 		}
 		if (want > RX_MSGS - used)
@@ -1374,11 +541,11 @@ static int udp_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 		for (unsigned i = used; i < used + got; i++) {
 			/* a forwarded datagram is never empty: end of file */
 			if (fwd && p->msg[i].msg_len == 0) {
-				fwd_close(p, fd);
+				udp_fwd_close(p, fd);
 				got = i - used;
 				break;
 			}
-			unsigned ours = fwd ? rx_unix(nic, i, &pkts[out])
+			unsigned ours = fwd ? udp_rx_unix(nic, i, &pkts[out])
 					    : rx_udp(nic, i, &pkts[out],
 						     max - out);
 

@@ -1,0 +1,367 @@
+/*
+ * Reaching the other uroce processes of the host over AF_UNIX: each
+ * process's slot name, through which the others forward it the datagrams
+ * of its QPs that the kernel delivered to them, and the names of the CM
+ * service IDs, through which REQs reach the process that listens.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "net/udp.h"
+
+/* "\0uroce2.<port>.<uid>.<slot>": abstract, so the kernel keeps the names
+ * unique and releases them when the owner exits.  The 2 is the forwarding
+ * protocol (SOCK_SEQPACKET + struct fwd_hdr): builds that speak another
+ * cannot forward to each other, so they keep to their own names. */
+static socklen_t slot_name(struct sockaddr_un *un, uint16_t port, uid_t uid,
+			   unsigned slot)
+{
+	int len;
+
+	memset(un, 0, sizeof(*un));
+	un->sun_family = AF_UNIX;
+	len = snprintf(un->sun_path + 1, sizeof(un->sun_path) - 1,
+		       "uroce2.%u.%u.%u", port, (unsigned)uid, slot);
+	return offsetof(struct sockaddr_un, sun_path) + 1 + len;
+}
+
+/* Claim a free slot by binding its abstract name.  Starting at a
+ * pseudo-random slot keeps a restarted process from reusing the QPNs its
+ * predecessor's peers may still be sending to. */
+int udp_slot_alloc(struct uroce_nic *nic, struct udp_priv *p)
+{
+	const unsigned nslots = UROCE_MAX_SLOTS - 1;
+	struct timespec ts;
+	unsigned start;
+	int err;
+
+	p->fdu = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK,
+			0);
+	if (p->fdu < 0)
+		return -errno;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	start = (unsigned)(ts.tv_nsec ^ getpid() * 2654435761u) % nslots;
+	for (unsigned i = 0; i < nslots; i++) {
+		unsigned slot = 1 + (start + i) % nslots;
+		struct sockaddr_un un;
+		socklen_t len = slot_name(&un, p->port, p->uid, slot);
+
+		if (!bind(p->fdu, (struct sockaddr *)&un, len)) {
+			nic->slot = slot;
+			err = listen(p->fdu, FWD_BACKLOG) ? -errno : 0;
+			return err;
+		}
+		if (errno != EADDRINUSE)
+			return -errno;
+	}
+	return -EADDRINUSE;
+}
+
+/* The connection to slot's owner, made on first use; -1 if it has none. */
+static int fwd_conn(struct udp_priv *p, unsigned slot)
+{
+	struct sockaddr_un un;
+	socklen_t len;
+	int fd = p->fwd_to[slot];
+
+	if (fd >= 0)
+		return fd;
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -1;
+	len = slot_name(&un, p->port, p->uid, slot);
+	/* deep enough for a window of MTU-sized packets */
+	if (udp_set_buf(fd, SO_SNDBUF) ||
+	    connect(fd, (struct sockaddr *)&un, len)) {
+		close(fd);
+		return -1;
+	}
+	p->fwd_to[slot] = fd;
+	return fd;
+}
+
+int udp_fwd_send(struct uroce_nic *nic, unsigned slot,
+		 const struct uroce_rxpkt *rx)
+{
+	struct udp_priv *p = nic->net_priv;
+	struct fwd_hdr h = { .magic = FWD_MAGIC, .tos = rx->tos };
+	struct iovec iov[2] = {
+		{ .iov_base = &h, .iov_len = sizeof(h) },
+		{ .iov_base = rx->data, .iov_len = rx->len },
+	};
+	struct msghdr mh = {
+		.msg_iov = iov,
+		.msg_iovlen = ARRAY_SIZE(iov),
+	};
+	int fd = fwd_conn(p, slot);
+
+	memcpy(&h.src, &rx->src, sizeof(h.src));
+	memcpy(&h.dst, &rx->dst, sizeof(h.dst));
+	/* never block the receive path on a slow or vanished owner: its
+	 * transport retransmits what is dropped here */
+	int err;
+
+	if (fd >= 0 && sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0) {
+		STAT_INC(nic, rx_forwarded);
+		return 0;
+	}
+	err = fd >= 0 ? -errno : -ENOENT;
+	STAT_INC(nic, rx_forward_failed);
+	/* the owner is gone (a new process may take its slot): reconnect
+	 * next time */
+	if (fd >= 0 && err != -EAGAIN) {
+		close(fd);
+		p->fwd_to[slot] = -1;
+	}
+	return err;
+}
+
+int udp_forward(struct uroce_nic *nic, unsigned slot,
+		const struct uroce_rxpkt *rx)
+{
+	if (slot == 0 || slot >= UROCE_MAX_SLOTS || slot == nic->slot)
+		return -EINVAL;
+	return udp_fwd_send(nic, slot, rx);
+}
+
+/* A process of our user connects to forward datagrams to us. */
+void udp_fwd_accept(struct uroce_nic *nic, int listen_fd)
+{
+	struct udp_priv *p = nic->net_priv;
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+	int fd;
+
+	while ((fd = accept4(listen_fd, NULL, NULL,
+			     SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) ||
+		    uc.uid != p->uid) {
+			STAT_INC(nic, rx_bad_source);
+			close(fd);
+			continue;
+		}
+		if (p->nfwd_from == FWD_ACCEPT_MAX || udp_rx_watch(p, fd, RX_FWD)) {
+			STAT_INC(nic, rx_errors);
+			close(fd);
+			continue;
+		}
+		p->fwd_from[p->nfwd_from++] = fd;
+	}
+}
+
+/* The forwarding process closed its end. */
+void udp_fwd_close(struct udp_priv *p, int fd)
+{
+	for (unsigned i = 0; i < p->nfwd_from; i++) {
+		if (p->fwd_from[i] == fd) {
+			p->fwd_from[i] = p->fwd_from[--p->nfwd_from];
+			break;
+		}
+	}
+	close(fd);
+}
+
+static bool fwd_addr_get(const union fwd_addr *in, int family,
+			 union uroce_sockaddr *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (in->sa.sa_family != family)
+		return false;
+	if (family == AF_INET)
+		out->in4 = in->in4;
+	else
+		out->in6 = in->in6;
+	return true;
+}
+
+/* A datagram forwarded by another process of our user (checked when it
+ * connected): true when it is well formed. */
+bool udp_rx_unix(struct uroce_nic *nic, unsigned i, struct uroce_rxpkt *rx)
+{
+	struct udp_priv *p = nic->net_priv;
+	struct msghdr *mh = &p->msg[i].msg_hdr;
+	uint32_t len = p->msg[i].msg_len;
+	struct fwd_hdr h;
+	int family;
+
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm;
+	     cm = CMSG_NXTHDR(mh, cm)) {
+		if (cm->cmsg_level == SOL_SOCKET &&
+		    cm->cmsg_type == SCM_RIGHTS) {
+			/* nobody has reason to pass us descriptors; do not
+			 * let them pile up */
+			size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+			for (size_t k = 0; k < nfd; k++) {
+				int fd;
+
+				memcpy(&fd, CMSG_DATA(cm) + k * sizeof(int),
+				       sizeof(fd));
+				close(fd);
+			}
+		}
+	}
+	if (len < sizeof(h) + BTH_BYTES || (mh->msg_flags & MSG_TRUNC)) {
+		STAT_INC(nic, rx_malformed);
+		return false;
+	}
+	memcpy(&h, p->buf[i], sizeof(h));
+	family = h.src.sa.sa_family;
+	if (h.magic != FWD_MAGIC || (family != AF_INET && family != AF_INET6) ||
+	    !fwd_addr_get(&h.src, family, &rx->src) ||
+	    !fwd_addr_get(&h.dst, family, &rx->dst)) {
+		STAT_INC(nic, rx_malformed);
+		return false;
+	}
+	rx->tos = h.tos;
+	rx->data = p->buf[i] + sizeof(h);
+	rx->len = len - sizeof(h);
+	return true;
+}
+
+/* ---- CM service IDs ------------------------------------------------------ */
+
+/* "\0uroce-sid.<port>.<service ID>": one name per CM service ID on the
+ * host, whoever's process holds it, as a port space is one per host.
+ * Abstract names vanish with their process, so a crashed listener never
+ * blocks its port. */
+static socklen_t sid_name(struct sockaddr_un *un, uint16_t port, uint64_t sid)
+{
+	int len;
+
+	memset(un, 0, sizeof(*un));
+	un->sun_family = AF_UNIX;
+	len = snprintf(un->sun_path + 1, sizeof(un->sun_path) - 1,
+		       "uroce-sid.%u.%016llx", port, (unsigned long long)sid);
+	return offsetof(struct sockaddr_un, sun_path) + 1 + len;
+}
+
+int udp_sid_claim(struct uroce_nic *nic, uint64_t sid)
+{
+	struct udp_priv *p = nic->net_priv;
+	struct sockaddr_un un;
+	socklen_t len = sid_name(&un, p->port, sid);
+	int fd, err = 0;
+
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&un, len) || listen(fd, FWD_BACKLOG))
+		err = -errno;
+	pthread_mutex_lock(&p->sid_lock);
+	if (!err && p->nsids == p->sids_cap) {
+		unsigned cap = p->sids_cap ? 2 * p->sids_cap : 8;
+		struct sid_claim *n = realloc(p->sids, cap * sizeof(*n));
+
+		if (n) {
+			p->sids = n;
+			p->sids_cap = cap;
+		} else {
+			err = -ENOMEM;
+		}
+	}
+	if (!err)
+		err = udp_rx_watch(p, fd, RX_LISTEN);
+	if (!err)
+		p->sids[p->nsids++] = (struct sid_claim){ sid, fd };
+	pthread_mutex_unlock(&p->sid_lock);
+	if (err)
+		close(fd);
+	return err;
+}
+
+/* Not called with the CM's lock held: the receiver may be using fd. */
+void udp_sid_release(struct uroce_nic *nic, uint64_t sid)
+{
+	struct udp_priv *p = nic->net_priv;
+	int fd = -1;
+
+	pthread_mutex_lock(&p->sid_lock);
+	for (unsigned i = 0; i < p->nsids; i++) {
+		if (p->sids[i].sid == sid) {
+			fd = p->sids[i].fd;
+			p->sids[i] = p->sids[--p->nsids];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&p->sid_lock);
+	if (fd < 0)
+		return;
+	epoll_ctl(p->epfd, EPOLL_CTL_DEL, fd, NULL);
+	uroce_nic_quiesce(nic);
+	close(fd);
+}
+
+/* The cached connection to a service's holder, made on first use. */
+static int sid_conn(struct udp_priv *p, uint64_t sid)
+{
+	struct sockaddr_un un;
+	socklen_t len = sid_name(&un, p->port, sid);
+	struct sid_claim *c;
+	int fd;
+
+	for (unsigned i = 0; i < SID_FWD_CACHE; i++)
+		if (p->sid_fwd[i].fd >= 0 && p->sid_fwd[i].sid == sid)
+			return p->sid_fwd[i].fd;
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	if (udp_set_buf(fd, SO_SNDBUF) || connect(fd, (struct sockaddr *)&un, len)) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	c = &p->sid_fwd[p->sid_fwd_next++ % SID_FWD_CACHE];
+	if (c->fd >= 0)
+		close(c->fd);
+	*c = (struct sid_claim){ sid, fd };
+	return fd;
+}
+
+static void sid_conn_drop(struct udp_priv *p, int fd)
+{
+	for (unsigned i = 0; i < SID_FWD_CACHE; i++)
+		if (p->sid_fwd[i].fd == fd)
+			p->sid_fwd[i].fd = -1;
+	close(fd);
+}
+
+/* Only the receiver (under rx_lock) forwards, so the cache needs no lock.
+ * A connection outlives its holder's claim: a failed send reconnects
+ * once, to whoever holds the service now, if anyone. */
+int udp_sid_forward(struct uroce_nic *nic, uint64_t sid,
+		    const struct uroce_rxpkt *rx)
+{
+	struct udp_priv *p = nic->net_priv;
+	struct fwd_hdr h = { .magic = FWD_MAGIC, .tos = rx->tos };
+	struct iovec iov[2] = {
+		{ .iov_base = &h, .iov_len = sizeof(h) },
+		{ .iov_base = rx->data, .iov_len = rx->len },
+	};
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = ARRAY_SIZE(iov) };
+
+	memcpy(&h.src, &rx->src, sizeof(h.src));
+	memcpy(&h.dst, &rx->dst, sizeof(h.dst));
+	for (unsigned tries = 0; tries < 2; tries++) {
+		int fd = sid_conn(p, sid);
+
+		if (fd < 0)
+			return fd;
+		if (sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0)
+			return 0;
+		/* a full queue loses the REQ as a full backlog would: the
+		 * peer retransmits it */
+		if (errno == EAGAIN)
+			return 0;
+		sid_conn_drop(p, fd);
+	}
+	return -ECONNREFUSED;
+}

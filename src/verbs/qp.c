@@ -15,9 +15,10 @@
 /*
  * The UDP source port of a QP's packets: 0xC000 | slot << 4 | class.  The
  * slot names the process, so that a peer's connected receive socket for
- * this port gets the packets of this process's QPs only (net/udp_sockets.c shares
- * it among the QPs talking to them); the class, 4 bits hashed from the QP
- * index, is the flow entropy ECMP spreads QPs of a process pair with.
+ * this port gets the packets of this process's QPs only
+ * (net/udp_sockets.c shares it among the QPs talking to them); the class,
+ * 4 bits hashed from the QP index, is the flow entropy ECMP spreads QPs of
+ * a process pair with.
  */
 _Static_assert(24 - UROCE_QPN_SLOT_SHIFT + UROCE_SPORT_CLASS_BITS == 14,
 	       "slot and class fill the 14 bits above 0xC000");

@@ -8,6 +8,7 @@
  * QPN it talks to.  The slot is this process's while it lives, so a name
  * left behind by a process that crashed is replaced here.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -207,6 +208,8 @@ static void debug(struct uroce_nic *nic, const char *fmt, const char *what,
 		uroce_log(fmt, what, strerror(err));
 }
 
+static void sweep_stale(const struct uroce_sh *sh, uint16_t port);
+
 static uint64_t netns_id(void)
 {
 	struct stat st;
@@ -283,6 +286,7 @@ void uroce_sh_open(struct uroce_nic *nic)
 	sh->netns = netns_id();
 	seg_name(sh->name, sizeof(sh->name), sh->netns, cfg->udp_port,
 		 nic->slot);
+	sweep_stale(sh, cfg->udp_port);
 	sh->seg = seg_create(nic, sh);
 	nic->sh = sh;
 }
@@ -322,19 +326,90 @@ void uroce_sh_close(struct uroce_nic *nic)
 
 /* ---- peers' segments ----------------------------------------------------- */
 
-/* Reads the header's first 16 bytes (magic, nonce) out of the process the
- * segment names: proves that the kernel lets us reach it and that the pid
- * is still the segment's owner. */
-static int peer_probe(const struct sh_seg *seg)
+/* Reads a header's first 16 bytes (magic, nonce) out of the process that
+ * a segment names (its pid, and where the header is there): proves that the
+ * kernel lets us reach it and that the pid is still the segment's owner. */
+static int owner_probe(pid_t pid, uint64_t self, uint64_t nonce)
 {
 	uint64_t probe[2];
 	struct iovec local = { probe, sizeof(probe) };
-	struct iovec remote = { (void *)(uintptr_t)seg->self, sizeof(probe) };
+	struct iovec remote = { (void *)(uintptr_t)self, sizeof(probe) };
 
-	if (process_vm_readv(seg->pid, &local, 1, &remote, 1, 0) !=
-	    sizeof(probe))
+	if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != sizeof(probe))
 		return errno ? errno : EIO;
-	return probe[0] == SH_MAGIC && probe[1] == seg->nonce ? 0 : ESRCH;
+	return probe[0] == SH_MAGIC && probe[1] == nonce ? 0 : ESRCH;
+}
+
+static int peer_probe(const struct sh_seg *seg)
+{
+	return owner_probe(seg->pid, seg->self, seg->nonce);
+}
+
+_Static_assert(offsetof(struct sh_seg, pid) == 3 * sizeof(uint64_t),
+	       "sweep_stale reads the header's first fields");
+
+/* A segment still being made has no magic yet; one left so long has no
+ * maker any more. */
+#define SWEEP_UNFINISHED_S 60
+
+/*
+ * A process killed without closing (SIGKILL, a crash) leaves its segment's
+ * name behind, and slots are drawn at random, so such names would pile up
+ * in /dev/shm.  Opening the device removes those of this user, port and
+ * namespace whose owner is gone: its pid is, or no longer holds the
+ * segment's nonce (a reused pid).
+ */
+static void sweep_stale(const struct uroce_sh *sh, uint16_t port)
+{
+	char prefix[80], name[300];
+	struct dirent *d;
+	size_t plen;
+	DIR *dir;
+
+	dir = opendir("/dev/shm");
+	if (!dir)
+		return;
+	snprintf(prefix, sizeof(prefix), "uroce.%llu.%u.%u.",
+		 (unsigned long long)sh->netns, port, (unsigned)getuid());
+	plen = strlen(prefix);
+	while ((d = readdir(dir))) {
+		struct {
+			uint64_t magic, nonce, self;
+			int32_t pid;
+		} h;
+		struct stat st, now;
+		bool stale;
+		int fd;
+
+		if (strncmp(d->d_name, prefix, plen) ||
+		    !strcmp(d->d_name, sh->name + 1))
+			continue;
+		snprintf(name, sizeof(name), "/%s", d->d_name);
+		fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) || st.st_uid != getuid() ||
+		    pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
+			close(fd);
+			continue;
+		}
+		close(fd);
+		if (h.magic != SH_MAGIC)
+			stale = time(NULL) - st.st_mtime > SWEEP_UNFINISHED_S;
+		else {
+			int err = pid_gone(h.pid)
+					  ? ESRCH
+					  : owner_probe(h.pid, h.self, h.nonce);
+
+			/* EFAULT: nothing mapped where its header was */
+			stale = err == ESRCH || err == EFAULT;
+		}
+		/* the same file still: not one a new owner has just made */
+		if (stale && !fstatat(dirfd(dir), d->d_name, &now, 0) &&
+		    now.st_ino == st.st_ino)
+			shm_unlink(name);
+	}
+	closedir(dir);
 }
 
 /*

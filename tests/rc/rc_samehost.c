@@ -14,15 +14,24 @@
  *   rereg     the same with ibv_rereg_mr taking REMOTE_WRITE away
  *   qp_error  the same with the target's QP moved to ERR: writes end with
  *             IBV_WC_RETRY_EXC_ERR (nothing answers), and none lands
+ *   stale     segments left in /dev/shm by processes that died without
+ *             closing (one whose pid is gone, one whose pid now belongs to
+ *             another process) are removed when a process opens the
+ *             device; then as "stopped"
  *
  * Role 0 is the requester, role 1 the target.  Timeout 10 (4.2 ms) and
  * retry_cnt 1 keep a request the wire has to time out short.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -36,7 +45,7 @@ enum {
 	FILL = 0x5A,
 };
 
-enum scenario { STOPPED, SHM_OFF, DEREG, REREG, QP_ERROR };
+enum scenario { STOPPED, SHM_OFF, DEREG, REREG, QP_ERROR, STALE };
 static enum scenario scenario;
 
 static struct h_qp_cfg cfg(struct h_proc *p)
@@ -223,7 +232,7 @@ static void run(struct h_proc *p)
 
 	h_ep_create(p, &ep, &c);
 	h_ep_connect(p, &ep, sock);
-	if (scenario == STOPPED || scenario == SHM_OFF) {
+	if (scenario == STOPPED || scenario == SHM_OFF || scenario == STALE) {
 		if (p->role)
 			stopped_target(p, &ep, sock);
 		else
@@ -237,11 +246,82 @@ static void run(struct h_proc *p)
 	h_ep_destroy(&ep);
 }
 
+/* ---- stale ----------------------------------------------------------------- */
+
+/* The first bytes of a segment (src/samehost/segment.h): magic, nonce,
+ * where the header is in its owner, the owner's pid. */
+struct seg_head {
+	uint64_t magic, nonce, self;
+	int32_t pid;
+};
+#define SEG_MAGIC 0x31687365636f7275ull
+
+/* Makes a segment, under a free slot's name, that says pid owns it. */
+static void make_stale(char *name, size_t size, pid_t pid, uint64_t nonce)
+{
+	struct stat ns;
+	const char *port = getenv("UROCE_PORT");
+	struct seg_head h = { SEG_MAGIC, nonce, 0x1000, pid };
+
+	if (stat("/proc/self/ns/net", &ns))
+		ns.st_ino = 0;
+	for (unsigned slot = 1023; slot > 900; slot--) {
+		int fd;
+
+		snprintf(name, size, "/uroce.%llu.%s.%u.%u",
+			 (unsigned long long)ns.st_ino,
+			 port && *port ? port : "4791", (unsigned)getuid(), slot);
+		fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+		if (fd < 0)
+			continue;
+		if (write(fd, &h, sizeof(h)) != (ssize_t)sizeof(h))
+			h_fail("writing %s: %s", name, strerror(errno));
+		close(fd);
+		return;
+	}
+	h_fail("no free slot for a stale segment");
+}
+
+static bool shm_exists(const char *name)
+{
+	int fd = shm_open(name, O_RDONLY, 0);
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+/* Two stale segments before the roles open the device; both gone after. */
+static int run_stale(const struct h_test *t)
+{
+	char gone[128], reused[128];
+	pid_t child = fork();
+	int status, rc;
+
+	if (child == 0)
+		_exit(0);
+	H_CHECK(child > 0 && waitpid(child, &status, 0) == child);
+	make_stale(gone, sizeof(gone), child, 1);
+	/* our own pid, alive, but the nonce is not in our memory */
+	make_stale(reused, sizeof(reused), getpid(), 2);
+	rc = h_main(t);
+	if (shm_exists(gone) || shm_exists(reused)) {
+		printf("FAIL: stale segments left: %s %s\n",
+		       shm_exists(gone) ? gone : "",
+		       shm_exists(reused) ? reused : "");
+		shm_unlink(gone);
+		shm_unlink(reused);
+		return 1;
+	}
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static const char *const names[] = {
 		[STOPPED] = "stopped", [SHM_OFF] = "shm_off", [DEREG] = "dereg",
-		[REREG] = "rereg", [QP_ERROR] = "qp_error",
+		[REREG] = "rereg", [QP_ERROR] = "qp_error", [STALE] = "stale",
 	};
 	static char name[64];
 	struct h_test t = { .nroles = 2, .role = { run, run }, .deadline_s = 30 };
@@ -254,9 +334,9 @@ int main(int argc, char **argv)
 		t.name = name;
 		/* before any verb: the configuration is read once */
 		setenv("UROCE_SHM", scenario == SHM_OFF ? "0" : "1", 1);
-		return h_main(&t);
+		return scenario == STALE ? run_stale(&t) : h_main(&t);
 	}
-	fprintf(stderr, "usage: %s stopped|shm_off|dereg|rereg|qp_error\n",
+	fprintf(stderr, "usage: %s stopped|shm_off|dereg|rereg|qp_error|stale\n",
 		argv[0]);
 	return 2;
 }

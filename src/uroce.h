@@ -678,6 +678,14 @@ static inline bool uroce_qp_reliable(const struct uroce_qp *qp)
 
 /* ---- object helpers used across files ------------------------------------ */
 
+/* Whether [addr, addr + len) lies inside [base, base + size); written so
+ * that nothing can wrap around (a peer chooses addr and len). */
+static inline bool uroce_range_inside(uint64_t base, uint64_t size,
+				      uint64_t addr, uint64_t len)
+{
+	return addr >= base && addr - base <= size && len <= size - (addr - base);
+}
+
 /* MR lookup by key.  Returns the MR only if the key's random bits match. */
 struct uroce_mr *uroce_mr_lookup(struct uroce_nic *nic, uint32_t key);
 /* Translate [addr, addr+len) inside mr; NULL if out of bounds.  addr is in

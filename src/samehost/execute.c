@@ -26,7 +26,6 @@ static uint64_t target_addr(const struct uroce_qp *qp,
 	uint32_t idx = wqe->rkey >> UROCE_KEY_SHIFT;
 	struct sh_qp tq;
 	struct sh_mr tm, *e;
-	uint64_t off;
 
 	if (!sh_read(&tq, &seg->qps[qp->sh_dest], sizeof(tq)) ||
 	    !tq.accepting || tq.qpn != qp->attr.dest_qp_num ||
@@ -36,15 +35,11 @@ static uint64_t target_addr(const struct uroce_qp *qp,
 	if (!idx || idx > UROCE_MAX_MR || !(e = sh_mr_entry(seg, idx)) ||
 	    !sh_read(&tm, e, sizeof(tm)) || !tm.key ||
 	    tm.key != wqe->rkey || tm.pd != tq.pd ||
-	    !(tm.access & (uint32_t)access))
+	    !(tm.access & (uint32_t)access) ||
+	    !uroce_range_inside(tm.iova, tm.length, wqe->remote_addr,
+				wqe->length))
 		return 0;
-	/* written so that nothing can wrap around */
-	if (wqe->remote_addr < tm.iova)
-		return 0;
-	off = wqe->remote_addr - tm.iova;
-	if (off > tm.length || wqe->length > tm.length - off)
-		return 0;
-	return tm.addr + off;
+	return tm.addr + (wqe->remote_addr - tm.iova);
 }
 
 bool uroce_sh_execute(struct uroce_qp *qp, struct uroce_send_wqe *wqe)

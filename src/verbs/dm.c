@@ -51,12 +51,11 @@ static struct uroce_dm *to_udm(struct ibv_dm *dm)
 	return container_of(dm, struct uroce_dm, ibdm);
 }
 
-/* EFAULT outside the DM, else EINVAL off the 4-byte grid, as mlx5 checks;
- * written so that nothing can wrap around. */
+/* EFAULT outside the DM, else EINVAL off the 4-byte grid, as mlx5 checks. */
 static int dm_check_access(const struct uroce_dm *dm, uint64_t offset,
 			   size_t length)
 {
-	if (offset > dm->length || length > dm->length - offset)
+	if (!uroce_range_inside(0, dm->length, offset, length))
 		return EFAULT;
 	if ((offset | length) & (DM_WORD - 1))
 		return EINVAL;

@@ -141,16 +141,10 @@ struct uroce_mr *uroce_mr_lookup(struct uroce_nic *nic, uint32_t key)
 
 uint8_t *uroce_mr_ptr(const struct uroce_mr *mr, uint64_t addr, uint64_t len)
 {
-	uint64_t off;
-
-	if (addr < mr->iova)
-		return NULL;
-	off = addr - mr->iova;
-	/* written so that nothing can wrap around */
-	if (off > mr->ibmr.length || len > mr->ibmr.length - off)
+	if (!uroce_range_inside(mr->iova, mr->ibmr.length, addr, len))
 		return NULL;
 	/* as integers: an implicit ODP MR starts at address 0 (NULL) */
-	return (uint8_t *)((uintptr_t)mr->ibmr.addr + off);
+	return (uint8_t *)((uintptr_t)mr->ibmr.addr + (addr - mr->iova));
 }
 
 /* The element's memory if mr (which may be NULL) grants it, else NULL. */

@@ -119,8 +119,7 @@ uint8_t *uroce_mw_ptr(struct uroce_mw *mw, const struct uroce_pd *pd,
 		if (mw->bound && mw->rkey == key && mw->slot.pd == pd &&
 		    (mw->access & access) == access &&
 		    (mw->ibmw.type == IBV_MW_TYPE_1 || mw->qpn == qpn) &&
-		    va >= mw->iova && len <= mw->length &&
-		    va - mw->iova <= mw->length - len)
+		    uroce_range_inside(mw->iova, mw->length, va, len))
 			p = mw->addr + (va - mw->iova);
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&mw->seq, memory_order_relaxed) == seq)

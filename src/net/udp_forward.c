@@ -87,32 +87,35 @@ static int fwd_conn(struct udp_priv *p, unsigned slot)
 	return fd;
 }
 
-int udp_fwd_send(struct uroce_nic *nic, unsigned slot,
-		 const struct uroce_rxpkt *rx)
+/* Sends rx, prefixed with what its receiver would have learnt from the
+ * kernel, over a forwarding connection; 0 or -errno.  Never blocks the
+ * receive path on a slow or vanished owner: its transport retransmits what
+ * is dropped here. */
+static int fwd_sendmsg(int fd, const struct uroce_rxpkt *rx)
 {
-	struct udp_priv *p = nic->net_priv;
 	struct fwd_hdr h = { .magic = FWD_MAGIC, .tos = rx->tos };
 	struct iovec iov[2] = {
 		{ .iov_base = &h, .iov_len = sizeof(h) },
 		{ .iov_base = rx->data, .iov_len = rx->len },
 	};
-	struct msghdr mh = {
-		.msg_iov = iov,
-		.msg_iovlen = ARRAY_SIZE(iov),
-	};
-	int fd = fwd_conn(p, slot);
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = ARRAY_SIZE(iov) };
 
 	memcpy(&h.src, &rx->src, sizeof(h.src));
 	memcpy(&h.dst, &rx->dst, sizeof(h.dst));
-	/* never block the receive path on a slow or vanished owner: its
-	 * transport retransmits what is dropped here */
-	int err;
+	return sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0 ? 0 : -errno;
+}
 
-	if (fd >= 0 && sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0) {
+int udp_fwd_send(struct uroce_nic *nic, unsigned slot,
+		 const struct uroce_rxpkt *rx)
+{
+	struct udp_priv *p = nic->net_priv;
+	int fd = fwd_conn(p, slot);
+	int err = fd >= 0 ? fwd_sendmsg(fd, rx) : -ENOENT;
+
+	if (!err) {
 		STAT_INC(nic, rx_forwarded);
 		return 0;
 	}
-	err = fd >= 0 ? -errno : -ENOENT;
 	STAT_INC(nic, rx_forward_failed);
 	/* the owner is gone (a new process may take its slot): reconnect
 	 * next time */
@@ -341,25 +344,16 @@ int udp_sid_forward(struct uroce_nic *nic, uint64_t sid,
 		    const struct uroce_rxpkt *rx)
 {
 	struct udp_priv *p = nic->net_priv;
-	struct fwd_hdr h = { .magic = FWD_MAGIC, .tos = rx->tos };
-	struct iovec iov[2] = {
-		{ .iov_base = &h, .iov_len = sizeof(h) },
-		{ .iov_base = rx->data, .iov_len = rx->len },
-	};
-	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = ARRAY_SIZE(iov) };
 
-	memcpy(&h.src, &rx->src, sizeof(h.src));
-	memcpy(&h.dst, &rx->dst, sizeof(h.dst));
 	for (unsigned tries = 0; tries < 2; tries++) {
-		int fd = sid_conn(p, sid);
+		int fd = sid_conn(p, sid), err;
 
 		if (fd < 0)
 			return fd;
-		if (sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0)
-			return 0;
+		err = fwd_sendmsg(fd, rx);
 		/* a full queue loses the REQ as a full backlog would: the
 		 * peer retransmits it */
-		if (errno == EAGAIN)
+		if (!err || err == -EAGAIN)
 			return 0;
 		sid_conn_drop(p, fd);
 	}

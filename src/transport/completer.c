@@ -222,8 +222,8 @@ static void comp_atomic_ack(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	if (qp->sq_tail == qp->sq_head)
 		return;
 	wqe = &qp->sq[qp->sq_tail];
-	if (!uroce_wqe_is_atomic(wqe) || wqe->state == WQE_POSTED || pkt->psn != qp->comp.psn ||
-	    pkt->psn != wqe->first_psn) {
+	if (!uroce_wqe_is_atomic(wqe) || wqe->state == WQE_POSTED ||
+	    pkt->psn != qp->comp.psn || pkt->psn != wqe->first_psn) {
 		STAT_INC(qp->nic, rx_duplicate);
 		return;
 	}

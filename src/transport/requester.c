@@ -5,9 +5,9 @@
  */
 #include <string.h>
 
+#include "samehost/samehost.h"
 #include "transport/hdr.h"
 #include "transport/opcode.h"
-#include "samehost/samehost.h"
 #include "transport/transport.h"
 
 enum { REQ_TX_BATCH = 16 };

@@ -5,6 +5,7 @@
 #include "samehost/samehost.h"
 #include "transport/hdr.h"
 #include "transport/icrc.h"
+#include "transport/opcode.h"
 #include "transport/transport.h"
 
 static const void *sockaddr_ip(const union uroce_sockaddr *sa)
@@ -36,15 +37,6 @@ void uroce_pkt_finish(struct uroce_qp *qp, struct uroce_txpkt *p,
  * which Linux emits DF with identification 0 (ip_select_ident), so that is
  * what we compute over; the segments of a GSO run get 0, 1, 2, ...
  */
-/* READ responses, ACKs and atomic ACKs (IBTA table 38: 0x0D..0x12 of a
- * transport's opcodes). */
-static bool is_response(const struct uroce_txpkt *p)
-{
-	uint8_t op = bth_opcode(p->hdr) & 0x1F;
-
-	return op >= 0x0D && op <= 0x12;
-}
-
 int uroce_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n)
 {
 	struct uroce_nic *nic = qp->nic;
@@ -81,7 +73,9 @@ int uroce_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n)
 		 * resent only after the peer's ACK timeout, if the QP still
 		 * exists then.  It goes by UDP, which a same-host peer
 		 * receives as well (its ICRC check takes any IP ID). */
-		while ((unsigned)sent < n && is_response(&pkts[sent])) {
+		while ((unsigned)sent < n &&
+		       (ib_opcodes[bth_opcode(pkts[sent].hdr)].mask &
+			OPM_RESP)) {
 			int r = nic->net->xmit(nic, qp->tx, &pkts[sent], 1);
 			int more;
 

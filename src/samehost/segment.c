@@ -6,7 +6,8 @@
  * network namespace, the RoCEv2 port, the user and the process's slot, the
  * same things that name its forwarding socket: a peer finds it from the
  * QPN it talks to.  The slot is this process's while it lives, so a name
- * left behind by a process that crashed is replaced here.
+ * left behind by a process that crashed is replaced here (and swept by the
+ * next process that opens the device: sweep_stale).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -345,6 +346,14 @@ static int peer_probe(const struct sh_seg *seg)
 	return owner_probe(seg->pid, seg->self, seg->nonce);
 }
 
+/* What a probe's error says of a segment's owner: gone when its pid is
+ * (ESRCH), holds another nonce (ESRCH), or has nothing mapped where the
+ * header was (EFAULT: a reused pid).  EPERM says nothing. */
+static bool owner_gone(int err)
+{
+	return err == ESRCH || err == EFAULT;
+}
+
 _Static_assert(offsetof(struct sh_seg, pid) == 3 * sizeof(uint64_t),
 	       "sweep_stale reads the header's first fields");
 
@@ -396,14 +405,9 @@ static void sweep_stale(const struct uroce_sh *sh, uint16_t port)
 		close(fd);
 		if (h.magic != SH_MAGIC)
 			stale = time(NULL) - st.st_mtime > SWEEP_UNFINISHED_S;
-		else {
-			int err = pid_gone(h.pid)
-					  ? ESRCH
-					  : owner_probe(h.pid, h.self, h.nonce);
-
-			/* EFAULT: nothing mapped where its header was */
-			stale = err == ESRCH || err == EFAULT;
-		}
+		else
+			stale = pid_gone(h.pid) ||
+				owner_gone(owner_probe(h.pid, h.self, h.nonce));
 		/* the same file still: not one a new owner has just made */
 		if (stale && !fstatat(dirfd(dir), d->d_name, &now, 0) &&
 		    now.st_ino == st.st_ino)
@@ -562,9 +566,10 @@ void uroce_sh_attach(struct uroce_qp *qp)
 	    !addr_local(nic, &qp->peer))
 		return;
 	pthread_mutex_lock(&sh->lock);
+	/* mapped again only once its owner is gone: a live owner's ring
+	 * must have one producer here, and so one peer struct */
 	peer = sh->by_slot[slot];
-	if (peer && (atomic_load(&peer->dead) || pid_gone(peer->pid) ||
-		     peer_probe(peer->seg)))
+	if (peer && owner_gone(peer_probe(peer->seg)))
 		peer = NULL;
 	if (!peer)
 		peer = sh->by_slot[slot] = peer_map(nic, sh, slot);

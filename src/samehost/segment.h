@@ -135,7 +135,9 @@ struct uroce_sh_peer {
 	struct sh_seg *seg;
 	pid_t pid;
 	unsigned slot;
-	atomic_bool dead;	/* a copy found the process gone */
+	/* a copy found the process gone or the kernel refusing: no more
+	 * copies (its ring, plain shared memory, still carries packets) */
+	atomic_bool dead;
 	/* our ring in its segment and its engine's doorbell, or NULL / -1
 	 * when packets to it go over UDP */
 	struct sh_ring *ring;

@@ -247,6 +247,20 @@ static const char *set_shm(struct uroce_config *c, const char *v)
 	return NULL;
 }
 
+static const char *set_service(struct uroce_config *c, const char *v)
+{
+	if (!strcmp(v, "none")) {
+		c->service[0] = '\0';
+		return NULL;
+	}
+	if (v[0] != '/')
+		return "expected the service's directory (an absolute path) or none";
+	if (strlen(v) >= sizeof(c->service))
+		return "path too long";
+	strcpy(c->service, v);
+	return NULL;
+}
+
 static const struct setting {
 	const char *var;	/* environment variable */
 	const char *key;	/* key in the UROCE_CONFIG file */
@@ -262,6 +276,7 @@ static const struct setting {
 	{ "UROCE_PCAP", "pcap", set_pcap },
 	{ "UROCE_ENGINE", "engine", set_engine },
 	{ "UROCE_SHM", "shm", set_shm },
+	{ "UROCE_SERVICE", "service", set_service },
 };
 
 static void apply(const struct setting *s, const char *value,
@@ -292,11 +307,28 @@ static void load_file(const char *path)
 			strerror(errno));
 		return;
 	}
-	while (fgets(line, sizeof(line), f)) {
-		char *hash = strchr(line, '#'), *eq, *key;
+	for (;;) {
+		char *hash, *eq, *key;
 		const struct setting *s = NULL;
 
+		memset(line, 0, sizeof(line));
+		if (!fgets(line, sizeof(line), f))
+			break;
 		o.line++;
+		/* A line longer than the buffer is skipped whole: its rest
+		 * read as a line of its own would turn the tail of a long
+		 * comment into a setting.  The newline is looked for in the
+		 * whole buffer, as a NUL byte may come before it. */
+		if (!memchr(line, '\n', sizeof(line) - 1) && !feof(f)) {
+			int c;
+
+			while ((c = getc(f)) != EOF && c != '\n')
+				;
+			fprintf(stderr, "uroce: %s:%u: line too long\n", path,
+				o.line);
+			continue;
+		}
+		hash = strchr(line, '#');
 		if (hash)
 			*hash = '\0';
 		key = trim(line);
@@ -332,6 +364,7 @@ static void load_config(void)
 	cfg.max_mtu = IBV_MTU_4096;
 	cfg.window = UROCE_DEFAULT_WINDOW;
 	cfg.shm = true;
+	strcpy(cfg.service, UROCE_SERVICE_DIR);
 	cfg.rate_mbps = UROCE_DEFAULT_RATE_MBPS;
 	/* A fixed default seed keeps fault runs reproducible unless asked. */
 	cfg.faults.seed = 1;

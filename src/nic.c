@@ -51,7 +51,6 @@ static struct uroce_nic *nic_create(void)
 	nic->next_mr_index = 1;
 	pthread_mutex_init(&nic->gsi.lock, NULL);
 	nic->gsi.tx4 = nic->gsi.tx6 = -1;
-	nic->gsi.sport = uroce_qp_sport(GSI_QPN);
 
 	nic->mrs = calloc(UROCE_MAX_MR + 1, sizeof(*nic->mrs));
 	nic->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -78,4 +78,8 @@ enum uroce_params {
 	UROCE_RX_BUF = 4096 + 128,	/* MTU payload + headers + ICRC */
 };
 
+/* Where the per-host service (uroced) listens, unless UROCE_SERVICE says
+ * otherwise. */
+#define UROCE_SERVICE_DIR "/run/uroce"
+
 #endif

@@ -48,6 +48,8 @@ struct uroce_config {
 	char pcap[256];			/* UROCE_PCAP: capture file; empty = off */
 	bool spin;			/* UROCE_ENGINE=spin: never sleep */
 	bool shm;			/* UROCE_SHM=0: no same-host path */
+	char service[200];		/* UROCE_SERVICE: uroced's directory;
+					 * empty = none (single-user mode) */
 };
 
 /* Loaded once from the environment (and the file named by UROCE_CONFIG). */
@@ -141,9 +143,12 @@ struct uroce_net_ops {
 	/* Bind the shared RoCEv2 port; allocate nic->slot. */
 	int (*open)(struct uroce_nic *nic);
 	void (*close)(struct uroce_nic *nic);
-	/* A transmit endpoint for one UDP source port and address family.
-	 * Returns a handle >= 0 or -errno. */
+	/* A transmit endpoint for one UDP source port and address family,
+	 * or with sport 0 one of its own on a port the kernel picks (see
+	 * tx_sport).  Returns a handle >= 0 or -errno. */
 	int (*tx_open)(struct uroce_nic *nic, int family, uint16_t sport);
+	/* The UDP source port a transmit endpoint sends from. */
+	uint16_t (*tx_sport)(struct uroce_nic *nic, int tx);
 	void (*tx_close)(struct uroce_nic *nic, int tx);
 	/* Ask for the datagrams that peer sends from UDP port peer_sport to
 	 * self to be delivered to this process directly, for as long as tx
@@ -303,7 +308,7 @@ struct uroce_nic {
 	struct {
 		pthread_mutex_t lock;	/* opening the endpoints */
 		int tx4, tx6;		/* transmit endpoints, -1 until used */
-		uint16_t sport;
+		uint16_t sport4, sport6;	/* and their source ports */
 		atomic_uint psn;
 	} gsi;
 	struct uroce_cm *cm;

@@ -28,19 +28,28 @@ static const void *sockaddr_ip(const union uroce_sockaddr *sa)
 					   : (const void *)&sa->in6.sin6_addr;
 }
 
-/* The transmit endpoint of QP1 for a family, opened on first use. */
-static int gsi_tx(struct uroce_nic *nic, int family)
+/* The transmit endpoint of QP1 for a family, opened on first use, and its
+ * source port.  The port is one the kernel gives this process alone: no
+ * QP's flow class port, so that MADs never arrive on a socket connected to
+ * a peer's QPs, and nobody else's, so that no other program sends from
+ * it. */
+static int gsi_tx(struct uroce_nic *nic, int family, uint16_t *sport)
 {
-	int *tx = family == AF_INET ? &nic->gsi.tx4 : &nic->gsi.tx6;
+	bool v4 = family == AF_INET;
+	int *tx = v4 ? &nic->gsi.tx4 : &nic->gsi.tx6;
+	uint16_t *port = v4 ? &nic->gsi.sport4 : &nic->gsi.sport6;
 	int h;
 
 	pthread_mutex_lock(&nic->gsi.lock);
 	if (*tx < 0) {
-		h = nic->net->tx_open(nic, family, nic->gsi.sport);
-		if (h >= 0)
+		h = nic->net->tx_open(nic, family, 0);
+		if (h >= 0) {
 			*tx = h;
+			*port = nic->net->tx_sport(nic, h);
+		}
 	}
 	h = *tx >= 0 ? *tx : -EAFNOSUPPORT;
+	*sport = *port;
 	pthread_mutex_unlock(&nic->gsi.lock);
 	return h;
 }
@@ -52,6 +61,7 @@ int uroce_gsi_send(struct uroce_nic *nic, const union uroce_sockaddr *self,
 	union uroce_sockaddr dst = *peer, src = *self;
 	int family = dst.sa.sa_family, tx, sent;
 	uint32_t psn;
+	uint16_t sport;
 
 	if (family != src.sa.sa_family ||
 	    (family != AF_INET && family != AF_INET6))
@@ -61,7 +71,7 @@ int uroce_gsi_send(struct uroce_nic *nic, const union uroce_sockaddr *self,
 		dst.in4.sin_port = htons(nic->cfg->udp_port);
 	else
 		dst.in6.sin6_port = htons(nic->cfg->udp_port);
-	tx = gsi_tx(nic, family);
+	tx = gsi_tx(nic, family, &sport);
 	if (tx < 0)
 		return tx;
 
@@ -83,7 +93,7 @@ int uroce_gsi_send(struct uroce_nic *nic, const union uroce_sockaddr *self,
 		.family = family,
 		.src = sockaddr_ip(&src),
 		.dst = sockaddr_ip(&dst),
-		.sport = nic->gsi.sport,
+		.sport = sport,
 		.dport = nic->cfg->udp_port,
 		.df = true,
 	};

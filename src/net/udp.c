@@ -73,6 +73,8 @@ static void udp_close(struct uroce_nic *nic)
 		if (p->sid_fwd[i].fd >= 0)
 			close(p->sid_fwd[i].fd);
 	pthread_mutex_destroy(&p->sid_lock);
+	udp_svc_close(p);
+	pthread_mutex_destroy(&p->svc_lock);
 	for (unsigned i = 0; i < UROCE_MAX_SLOTS; i++)
 		if (p->fwd_to[i] >= 0)
 			close(p->fwd_to[i]);
@@ -91,17 +93,37 @@ static void udp_close(struct uroce_nic *nic)
 	nic->net_priv = NULL;
 }
 
+/* The wildcard sockets on the RoCEv2 port, shared with the user's other
+ * processes (or, in uroced, with the sockets it makes for its clients). */
+static int udp_bind_port(struct udp_priv *p)
+{
+	int err = udp_rx_socket(AF_INET, p->port, &p->fd4);
+
+	if (!err) {
+		err = udp_rx_socket(AF_INET6, p->port, &p->fd6);
+		/* a host without IPv6 runs IPv4-only */
+		if (err == -EAFNOSUPPORT || err == -EADDRNOTAVAIL)
+			err = 0;
+	}
+	if (err == -EADDRINUSE)
+		udp_port_taken(p->port);
+	return err;
+}
+
 static int udp_open(struct uroce_nic *nic)
 {
 	struct udp_priv *p = calloc(1, sizeof(*p));
-	int err;
+	int err = 0, served = 0;
 
 	if (!p)
 		return -ENOMEM;
 	p->fd4 = p->fd6 = p->fdu = p->epfd = -1;
+	p->svc_fd = p->svc_data = -1;
+	memset(p->svc_tx, -1, sizeof(p->svc_tx));
 	for (unsigned i = 0; i < SID_FWD_CACHE; i++)
 		p->sid_fwd[i].fd = -1;
 	pthread_mutex_init(&p->sid_lock, NULL);
+	pthread_mutex_init(&p->svc_lock, NULL);
 	for (unsigned i = 0; i < UROCE_MAX_SLOTS; i++)
 		p->fwd_to[i] = -1;
 	p->uid = getuid();	/* what SCM_CREDENTIALS reports for a sender */
@@ -113,23 +135,33 @@ static int udp_open(struct uroce_nic *nic)
 	if (nic->cfg->pcap[0])
 		p->pcap = uroce_pcap_open(nic->cfg->pcap);
 
-	err = udp_rx_socket(AF_INET, p->port, &p->fd4);
-	if (!err) {
-		err = udp_rx_socket(AF_INET6, p->port, &p->fd6);
-		/* a host without IPv6 runs IPv4-only */
-		if (err == -EAFNOSUPPORT || err == -EADDRNOTAVAIL)
-			err = 0;
+	if (udp_service_role) {
+		/* uroced hands out the other slots */
+		nic->slot = SERVICE_SLOT;
+		err = udp_bind_port(p);
+	} else {
+		served = udp_svc_open(nic, p);
+		if (served < 0)
+			err = served;
+		else if (!served)
+			err = udp_bind_port(p);
+		if (!err && !served)
+			err = udp_slot_alloc(nic, p);
 	}
-	if (!err)
-		err = udp_slot_alloc(nic, p);
 	if (!err) {
 		p->epfd = epoll_create1(EPOLL_CLOEXEC);
-		err = p->epfd < 0 ? -errno : udp_rx_watch(p, p->fd4, RX_UDP);
+		if (p->epfd < 0)
+			err = -errno;
 	}
+	if (!err && p->fd4 >= 0)
+		err = udp_rx_watch(p, p->fd4, RX_UDP);
 	if (!err && p->fd6 >= 0)
 		err = udp_rx_watch(p, p->fd6, RX_UDP);
-	if (!err)
+	if (!err && p->fdu >= 0)
 		err = udp_rx_watch(p, p->fdu, RX_LISTEN);
+	/* what the service receives for us */
+	if (!err && p->svc_data >= 0)
+		err = udp_rx_watch(p, p->svc_data, RX_FWD);
 	if (err)
 		udp_close(nic);
 	return err;
@@ -566,6 +598,7 @@ const struct uroce_net_ops uroce_net_udp = {
 	.close = udp_close,
 	.tx_open = udp_tx_open,
 	.tx_close = udp_tx_close,
+	.tx_sport = udp_tx_sport,
 	.steer = udp_steer,
 	.xmit = udp_xmit,
 	.rx_fds = udp_rx_fds,

@@ -25,6 +25,10 @@ enum {
 	FWD_BACKLOG = 64,
 	DRAIN_ROUNDS = 16,	/* recvmmsg calls when closing */
 	DRAIN_GRACE_MS = 1,	/* for a datagram the kernel still delivers */
+	/* the transmit sockets uroced makes for a process, per family: one
+	 * per flow class of its slot */
+	SVC_TX_PER_FAMILY = 1 << UROCE_SPORT_CLASS_BITS,
+	SERVICE_SLOT = 1,	/* uroced's own: QP1 and the CM's replies */
 };
 
 /* Prefixed to a datagram forwarded to the process that owns its QP: what
@@ -100,6 +104,15 @@ struct udp_priv {
 	uint16_t port;
 	struct uroce_pcap *pcap;	/* UROCE_PCAP, or NULL */
 
+	/* The per-host service (udp_service.c), when one serves us: our
+	 * request connection (-1: single-user mode), its uid, the channel
+	 * its datagrams for us arrive on, and the sockets it made for us. */
+	int svc_fd;
+	uid_t svc_uid;
+	int svc_data;
+	pthread_mutex_t svc_lock;
+	int svc_tx[2][SVC_TX_PER_FAMILY];
+
 	/* Handle -> socket.  Chunks are never freed before close, so xmit
 	 * looks up without the lock while tx_open grows the table. */
 	pthread_mutex_t tx_lock;
@@ -128,12 +141,20 @@ static inline socklen_t addr_len(int family)
 /* udp.c */
 int udp_rx_watch(struct udp_priv *p, int fd, enum rx_kind kind);
 
+/* Set by uroced before it opens the device: this process owns the port for
+ * the host's uroce processes (service.h). */
+extern bool udp_service_role;
+
 /* udp_sockets.c: socket setup, the per-QP handles and the sockets they
  * share */
 int udp_set_buf(int fd, int name);
 int udp_rx_socket(int family, uint16_t port, int *out);
+int udp_tx_socket(int family, uint16_t sport);
+int udp_steer_socket(const union uroce_sockaddr *self,
+		     const union uroce_sockaddr *peer, unsigned slot, int *out);
 int udp_tx_fd(struct udp_priv *p, int tx);
 int udp_tx_open(struct uroce_nic *nic, int family, uint16_t sport);
+uint16_t udp_tx_sport(struct uroce_nic *nic, int tx);
 int udp_steer(struct uroce_nic *nic, int tx, const union uroce_sockaddr *self,
 	      const union uroce_sockaddr *peer, uint16_t peer_sport);
 void udp_tx_close(struct uroce_nic *nic, int tx);
@@ -151,5 +172,17 @@ int udp_sid_claim(struct uroce_nic *nic, uint64_t sid);
 void udp_sid_release(struct uroce_nic *nic, uint64_t sid);
 int udp_sid_forward(struct uroce_nic *nic, uint64_t sid,
 		    const struct uroce_rxpkt *rx);
+void udp_fwd_set(struct uroce_nic *nic, unsigned slot, int fd);
+
+/* udp_service.c: a process of the per-host service */
+int udp_svc_open(struct uroce_nic *nic, struct udp_priv *p);
+void udp_svc_close(struct udp_priv *p);
+int udp_svc_tx_socket(struct uroce_nic *nic, int family, uint16_t sport);
+int udp_svc_steer(struct udp_priv *p, const union uroce_sockaddr *self,
+		  const union uroce_sockaddr *peer, int *out);
+void udp_svc_release(struct udp_priv *p, const union uroce_sockaddr *self,
+		     const union uroce_sockaddr *peer);
+long udp_port_holder(uint16_t port, bool others_only);
+void udp_port_taken(uint16_t port);
 
 #endif

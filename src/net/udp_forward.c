@@ -109,8 +109,15 @@ int udp_fwd_send(struct uroce_nic *nic, unsigned slot,
 		 const struct uroce_rxpkt *rx)
 {
 	struct udp_priv *p = nic->net_priv;
-	int fd = fwd_conn(p, slot);
-	int err = fd >= 0 ? fwd_sendmsg(fd, rx) : -ENOENT;
+	int fd, err;
+
+	/* served by uroced: only the service hands datagrams on */
+	if (p->svc_fd >= 0) {
+		STAT_INC(nic, rx_forward_failed);
+		return -ENOENT;
+	}
+	fd = fwd_conn(p, slot);
+	err = fd >= 0 ? fwd_sendmsg(fd, rx) : -ENOENT;
 
 	if (!err) {
 		STAT_INC(nic, rx_forwarded);
@@ -134,7 +141,23 @@ int udp_forward(struct uroce_nic *nic, unsigned slot,
 	return udp_fwd_send(nic, slot, rx);
 }
 
-/* A process of our user connects to forward datagrams to us. */
+/* uroced: the datagrams for slot's QPs go over fd from now on (-1: to
+ * nobody); the receiver owns fd and closes it when it fails. */
+void udp_fwd_set(struct uroce_nic *nic, unsigned slot, int fd)
+{
+	struct udp_priv *p = nic->net_priv;
+	int old;
+
+	pthread_mutex_lock(&nic->rx_lock);
+	old = p->fwd_to[slot];
+	p->fwd_to[slot] = fd;
+	pthread_mutex_unlock(&nic->rx_lock);
+	if (old >= 0)
+		close(old);
+}
+
+/* A process of our user, or the per-host service, connects to forward
+ * datagrams to us. */
 void udp_fwd_accept(struct uroce_nic *nic, int listen_fd)
 {
 	struct udp_priv *p = nic->net_priv;
@@ -145,7 +168,8 @@ void udp_fwd_accept(struct uroce_nic *nic, int listen_fd)
 	while ((fd = accept4(listen_fd, NULL, NULL,
 			     SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) ||
-		    uc.uid != p->uid) {
+		    (uc.uid != p->uid &&
+		     (p->svc_fd < 0 || uc.uid != p->svc_uid))) {
 			STAT_INC(nic, rx_bad_source);
 			close(fd);
 			continue;
@@ -162,6 +186,12 @@ void udp_fwd_accept(struct uroce_nic *nic, int listen_fd)
 /* The forwarding process closed its end. */
 void udp_fwd_close(struct udp_priv *p, int fd)
 {
+	if (fd == p->svc_data) {
+		fprintf(stderr, "uroce: the per-host service uroced has gone: "
+			"from now on only connected QPs receive; restart this "
+			"program once the service runs again\n");
+		p->svc_data = -1;
+	}
 	for (unsigned i = 0; i < p->nfwd_from; i++) {
 		if (p->fwd_from[i] == fd) {
 			p->fwd_from[i] = p->fwd_from[--p->nfwd_from];

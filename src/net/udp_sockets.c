@@ -44,8 +44,11 @@ static socklen_t any_addr(union uroce_sockaddr *a, int family, uint16_t port)
 	return addr_len(family);
 }
 
-/* A receiving socket bound to a (port 4791), in the shared group. */
-static int rx_socket_at(const union uroce_sockaddr *a, int *out)
+/* A receiving socket bound to a (port 4791), in the shared group, with a
+ * filter if given (attached before bind, so that nothing arrives
+ * unfiltered). */
+static int rx_socket_at(const union uroce_sockaddr *a,
+			const struct sock_fprog *filter, int *out)
 {
 	int family = a->sa.sa_family;
 	int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -54,6 +57,10 @@ static int rx_socket_at(const union uroce_sockaddr *a, int *out)
 	if (fd < 0)
 		return -errno;
 	err = setopt(fd, SOL_SOCKET, SO_REUSEPORT, 1);
+	if (!err && filter &&
+	    setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, filter,
+		       sizeof(*filter)))
+		err = -errno;
 	if (!err)
 		err = udp_set_buf(fd, SO_RCVBUF);
 	if (family == AF_INET) {
@@ -93,7 +100,44 @@ int udp_rx_socket(int family, uint16_t port, int *out)
 	union uroce_sockaddr a;
 
 	any_addr(&a, family, port);
-	return rx_socket_at(&a, out);
+	return rx_socket_at(&a, NULL, out);
+}
+
+/* uroced: a receive socket for one process, bound to self and connected to
+ * peer, that takes only packets for the QPs of slot (DestQP's top bits). */
+int udp_steer_socket(const union uroce_sockaddr *self,
+		     const union uroce_sockaddr *peer, unsigned slot, int *out)
+{
+	enum { UDP_HDR = 8, DESTQP_HI = UDP_HDR + 5 };
+	/* A socket filter sees the datagram from its UDP header on; an
+	 * out-of-range load (a short datagram) drops it.  A GRO run is judged
+	 * by its first packet: every packet of a run comes from the one
+	 * sender of the pair, so the run holds nothing that sender could not
+	 * have sent to slot's QPs anyway, and the process drops the rest. */
+	struct sock_filter code[] = {
+		BPF_STMT(BPF_LD | BPF_H | BPF_ABS, DESTQP_HI),
+		BPF_STMT(BPF_ALU | BPF_RSH | BPF_K,
+			 UROCE_QPN_SLOT_SHIFT - 8),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, slot, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, 0xFFFFFFFF),
+		BPF_STMT(BPF_RET | BPF_K, 0),
+	};
+	const struct sock_fprog prog = { .len = ARRAY_SIZE(code),
+					 .filter = code };
+	int fd, err;
+
+	if (self->sa.sa_family != peer->sa.sa_family)
+		return -EAFNOSUPPORT;
+	err = rx_socket_at(self, &prog, &fd);
+	if (err)
+		return err;
+	if (connect(fd, &peer->sa, addr_len(peer->sa.sa_family))) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	*out = fd;
+	return 0;
 }
 
 /* ---- per-QP handles and shared sockets ----------------------------------- */
@@ -141,7 +185,7 @@ int udp_tx_fd(struct udp_priv *p, int tx)
 	return c ? atomic_load(&c->fd[tx % TX_CHUNK]) : -1;
 }
 
-static int tx_socket(int family, uint16_t sport)
+int udp_tx_socket(int family, uint16_t sport)
 {
 	/* drop everything: this socket shares sport with others and only
 	 * sends; it is attached before bind so nothing is ever queued */
@@ -154,10 +198,11 @@ static int tx_socket(int family, uint16_t sport)
 
 	if (fd < 0)
 		return -errno;
-	/* QPs of this and other processes may hash to the same source port */
-	err = setopt(fd, SOL_SOCKET, SO_REUSEADDR, 1);
-	if (!err)
-		err = setopt(fd, SOL_SOCKET, SO_REUSEPORT, 1);
+	/* A flow class's port is shared by the QPs of the processes that
+	 * have the slot in turn.  SO_REUSEPORT, unlike SO_REUSEADDR, shares
+	 * it within one uid only: another user's program cannot send from it
+	 * into our flows.  A port the kernel picks stays ours alone. */
+	err = sport ? setopt(fd, SOL_SOCKET, SO_REUSEPORT, 1) : 0;
 	if (!err && setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog,
 			       sizeof(prog)))
 		err = -errno;
@@ -197,6 +242,18 @@ static int tx_socket(int family, uint16_t sport)
 		return err;
 	}
 	return fd;
+}
+
+/* The port a socket is bound to, 0 if unknown. */
+static uint16_t bound_port(int fd)
+{
+	union uroce_sockaddr a;
+	socklen_t len = sizeof(a);
+
+	if (getsockname(fd, &a.sa, &len))
+		return 0;
+	return ntohs(a.sa.sa_family == AF_INET ? a.in4.sin_port
+					       : a.in6.sin6_port);
 }
 
 static bool same_sockaddr(const union uroce_sockaddr *a,
@@ -252,14 +309,17 @@ static int shared_add(struct udp_priv *p, const struct shared_sock *key,
 }
 
 /* Drops a reference to the shared socket fd; true if it was the last,
- * when the caller closes it.  tx_lock held. */
-static bool shared_put(struct udp_priv *p, int fd)
+ * when the caller closes it (and *gone, if given, is what it was).
+ * tx_lock held. */
+static bool shared_put(struct udp_priv *p, int fd, struct shared_sock *gone)
 {
 	for (unsigned i = 0; i < p->nshared; i++) {
 		if (p->shared[i].fd != fd)
 			continue;
 		if (--p->shared[i].refs)
 			return false;
+		if (gone)
+			*gone = p->shared[i];
 		p->shared[i] = p->shared[--p->nshared];
 		return true;
 	}
@@ -277,10 +337,16 @@ int udp_tx_open(struct uroce_nic *nic, int family, uint16_t sport)
 		return -EAFNOSUPPORT;
 	}
 	pthread_mutex_lock(&p->tx_lock);
-	fd = shared_get(p, &key);
+	fd = sport ? shared_get(p, &key) : -1;
 	if (fd < 0) {
-		fd = tx_socket(family, sport);
-		err = fd < 0 ? fd : shared_add(p, &key, fd);
+		/* a port of our own is ours to bind, served or not */
+		fd = p->svc_fd >= 0 && sport
+			     ? udp_svc_tx_socket(nic, family, sport)
+			     : udp_tx_socket(family, sport);
+		if (fd >= 0 && !sport)
+			key.sport = sport = bound_port(fd);
+		err = fd < 0 ? fd : !sport ? -EADDRNOTAVAIL
+					   : shared_add(p, &key, fd);
 		if (err && fd >= 0)
 			close(fd);
 	}
@@ -292,7 +358,7 @@ int udp_tx_open(struct uroce_nic *nic, int family, uint16_t sport)
 	h = tx_insert(p, fd, sport);
 	if (h < 0) {
 		pthread_mutex_lock(&p->tx_lock);
-		if (shared_put(p, fd))
+		if (shared_put(p, fd, NULL))
 			close(fd);
 		pthread_mutex_unlock(&p->tx_lock);
 		STAT_INC(nic, tx_errors);
@@ -326,12 +392,17 @@ int udp_steer(struct uroce_nic *nic, int tx,
 	fd = shared_get(p, &key);
 	err = 0;
 	if (fd < 0) {
-		err = rx_socket_at(self, &fd);
-		/* A socket connected to the peer's address and port scores
-		 * above the shared ones in the kernel's lookup.  Connecting
-		 * never blocks or sends anything for UDP. */
-		if (!err && connect(fd, &from.sa, addr_len(from.sa.sa_family)))
-			err = -errno;
+		if (p->svc_fd >= 0) {
+			err = udp_svc_steer(p, self, &from, &fd);
+		} else {
+			err = rx_socket_at(self, NULL, &fd);
+			/* A socket connected to the peer's address and port
+			 * scores above the shared ones in the kernel's lookup.
+			 * Connecting never blocks or sends anything for UDP. */
+			if (!err && connect(fd, &from.sa,
+					    addr_len(from.sa.sa_family)))
+				err = -errno;
+		}
 		if (!err)
 			err = udp_rx_watch(p, fd, RX_UDP);
 		if (!err)
@@ -350,11 +421,21 @@ int udp_steer(struct uroce_nic *nic, int tx,
 	return 0;
 }
 
+uint16_t udp_tx_sport(struct uroce_nic *nic, int tx)
+{
+	struct udp_priv *p = nic->net_priv;
+
+	if (udp_tx_fd(p, tx) < 0)
+		return 0;
+	return atomic_load(&p->tx[tx / TX_CHUNK])->sport[tx % TX_CHUNK];
+}
+
 /* The caller guarantees no xmit on tx is in progress or follows. */
 void udp_tx_close(struct uroce_nic *nic, int tx)
 {
 	struct udp_priv *p = nic->net_priv;
 	struct tx_chunk *c;
+	struct shared_sock gone;
 	int fd, rxfd;
 
 	if (udp_tx_fd(p, tx) < 0)
@@ -365,9 +446,9 @@ void udp_tx_close(struct uroce_nic *nic, int tx)
 	rxfd = atomic_exchange(&c->rxfd[tx % TX_CHUNK], -1);
 	p->tx_hint = tx;
 	/* other QPs may still use them */
-	if (fd >= 0 && !shared_put(p, fd))
+	if (fd >= 0 && !shared_put(p, fd, NULL))
 		fd = -1;
-	if (rxfd >= 0 && !shared_put(p, rxfd))
+	if (rxfd >= 0 && !shared_put(p, rxfd, &gone))
 		rxfd = -1;
 	pthread_mutex_unlock(&p->tx_lock);
 	if (fd >= 0)
@@ -377,5 +458,7 @@ void udp_tx_close(struct uroce_nic *nic, int tx)
 		/* the receiver may hold it from an earlier epoll_wait */
 		uroce_nic_quiesce(nic);
 		close(rxfd);
+		if (p->svc_fd >= 0)
+			udp_svc_release(p, &gone.self, &gone.peer);
 	}
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepares a fresh Debian 12 machine: installs what uroce needs to build and
-# test (and the stock verbs tools to run over it), then builds into ./build.
+# test (and the stock verbs tools to run over it), builds into ./build, and
+# installs and starts the per-host service, uroced.
 # apt-get needs root:  sudo scripts/setup.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,7 @@ export DEBIAN_FRONTEND=noninteractive
 echo "wireshark-common wireshark-common/install-setuid boolean false" |
 	debconf-set-selections
 apt-get update
-apt-get install -y build-essential cmake pkg-config libibverbs-dev libisal-dev \
+apt-get install -y build-essential clang cmake pkg-config libibverbs-dev libisal-dev \
 	libcmocka-dev ibverbs-utils perftest rdmacm-utils librdmacm-dev qperf fio \
 	tshark tcpdump python3 python3-scapy iproute2 python3-pyverbs libfabric-bin \
 	ucx-utils openmpi-bin libopenmpi-dev
@@ -37,3 +38,49 @@ as_user() {
 }
 as_user cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 as_user cmake --build build -j "$(nproc)"
+
+# The per-host service, uroced, owns UDP port 4791 for every user's uroce
+# programs (README "Every user of a host").  It runs as a system user of its
+# own, needs no privilege, and proves itself to the programs by its
+# directory, /run/uroce, which only root and that user may write.  Run this
+# script again after a reboot where nothing starts it (no systemd).
+install -m 0755 build/service/uroced /usr/local/sbin/uroced
+id -u uroce >/dev/null 2>&1 ||
+	useradd --system --no-create-home --home-dir /nonexistent \
+		--shell /usr/sbin/nologin uroce
+if [ -d /run/systemd/system ]; then
+	cat >/etc/systemd/system/uroced.service <<'UNIT'
+[Unit]
+Description=uroce per-host service: the RoCEv2 UDP port for every user
+After=network.target
+
+[Service]
+User=uroce
+RuntimeDirectory=uroce
+RuntimeDirectoryMode=0755
+ExecStart=/usr/local/sbin/uroced --dir /run/uroce
+Restart=on-failure
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+	systemctl daemon-reload
+	systemctl enable uroced.service
+	systemctl restart uroced.service
+else
+	pkill -x uroced && sleep 0.5 || true
+	install -d -o uroce -m 0755 /run/uroce
+	setsid -f setpriv --reuid=uroce --regid=uroce --init-groups -- \
+		/usr/local/sbin/uroced --dir /run/uroce \
+		>/run/uroce/uroced.log 2>&1 </dev/null
+fi
+for _ in $(seq 50); do
+	ls /run/uroce/uroced.* >/dev/null 2>&1 && break
+	sleep 0.1
+done
+if ls /run/uroce/uroced.* >/dev/null 2>&1; then
+	echo "uroced serves UDP port 4791 for every user of this host"
+else
+	echo "warning: uroced did not start (see journalctl -u uroced or" \
+		"/run/uroce/uroced.log); uroce programs run in single-user mode" >&2
+fi

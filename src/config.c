@@ -185,7 +185,8 @@ static const char *set_faults(struct uroce_config *c, const char *v)
 		bool ok;
 
 		if (!eq)
-			return "expected key=value items (drop, dup, reorder, seed)";
+			return "expected key=value items (drop, dup, reorder, "
+			       "corrupt, delay, tx_drop, tx_corrupt, seed)";
 		*eq = '\0';
 		key = trim(tok);
 		val = trim(eq + 1);
@@ -195,14 +196,31 @@ static const char *set_faults(struct uroce_config *c, const char *v)
 			ok = parse_prob(val, &f.dup);
 		else if (!strcmp(key, "reorder"))
 			ok = parse_prob(val, &f.reorder);
+		else if (!strcmp(key, "corrupt"))
+			ok = parse_prob(val, &f.corrupt);
+		else if (!strcmp(key, "delay"))
+			ok = parse_prob(val, &f.delay);
+		else if (!strcmp(key, "tx_drop"))
+			ok = parse_prob(val, &f.tx_drop);
+		else if (!strcmp(key, "tx_corrupt"))
+			ok = parse_prob(val, &f.tx_corrupt);
 		else if (!strcmp(key, "seed"))
 			ok = parse_u64(val, 0, UINT64_MAX, &f.seed);
 		else
-			return "unknown key (expected drop, dup, reorder, seed)";
+			return "unknown key (expected drop, dup, reorder, corrupt, "
+			       "delay, tx_drop, tx_corrupt, seed)";
 		if (!ok)
 			return "probabilities must be 0..1 and seed an unsigned integer";
 	}
-	f.enabled = f.drop > 0 || f.dup > 0 || f.reorder > 0;
+	/* each side's faults share one draw, split among them */
+	if (f.drop + f.dup + f.reorder + f.corrupt + f.delay > 1)
+		return "receive probabilities add up to more than 1";
+	if (f.tx_drop + f.tx_corrupt > 1)
+		return "send probabilities add up to more than 1";
+	f.rx = f.drop > 0 || f.dup > 0 || f.reorder > 0 || f.corrupt > 0 ||
+	       f.delay > 0;
+	f.tx = f.tx_drop > 0 || f.tx_corrupt > 0;
+	f.enabled = f.rx || f.tx;
 	c->faults = f;
 	return NULL;
 }
@@ -411,4 +429,15 @@ uint64_t uroce_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+const char *uroce_faults_parse(const char *spec, struct uroce_faults_cfg *out)
+{
+	/* what UROCE_FAULTS would give on its own: the default seed */
+	struct uroce_config c = { .faults = { .seed = 1 } };
+	const char *why = set_faults(&c, spec);
+
+	if (!why)
+		*out = c.faults;
+	return why;
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cm/cm.h"
+#include "control.h"
 #include "samehost/samehost.h"
 #include "transport/transport.h"
 #include "verbs/ops.h"
@@ -45,6 +46,7 @@ static struct uroce_nic *nic_create(void)
 	pthread_rwlock_init(&nic->mr_lock, NULL);
 	nic->wake_fd = -1;
 	nic->leave_fd = -1;
+	nic->ctl_fd = nic->ctl_wake = -1;
 	nic->cfg = uroce_config();
 	nic->net = &uroce_net_udp;
 	nic->next_qp_index = 1;
@@ -76,6 +78,7 @@ static struct uroce_nic *nic_create(void)
 		nic->net->close(nic);
 		goto fail;
 	}
+	uroce_ctl_start(nic);
 	nic->refcnt = 1;
 	return nic;
 fail:
@@ -146,6 +149,7 @@ void uroce_nic_put(struct uroce_nic *nic)
 {
 	pthread_mutex_lock(&nic_global_lock);
 	if (--nic->refcnt == 0) {
+		uroce_ctl_stop(nic);
 		uroce_engine_stop(nic);
 		nic_dump_stats(nic);
 		uroce_gsi_close(nic);

@@ -78,6 +78,10 @@ enum uroce_params {
 	UROCE_RX_BUF = 4096 + 128,	/* MTU payload + headers + ICRC */
 };
 
+/* UROCE_FAULTS=delay: at most this many datagrams are held back at once,
+ * each behind 1..UROCE_FAULT_DELAY_MAX later arrivals. */
+enum { UROCE_FAULT_DELAY_SLOTS = 8, UROCE_FAULT_DELAY_MAX = 64 };
+
 /* Where the per-host service (uroced) listens, unless UROCE_SERVICE says
  * otherwise. */
 #define UROCE_SERVICE_DIR "/run/uroce"

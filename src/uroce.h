@@ -33,8 +33,14 @@ struct uroce_faults_cfg {
 	double drop;		/* probability a received datagram is dropped */
 	double dup;		/* ... is delivered twice */
 	double reorder;		/* ... is held back behind the next one */
+	double corrupt;		/* ... has one bit flipped, for the ICRC to catch */
+	double delay;		/* ... is held back behind 1..64 later ones */
+	double tx_drop;		/* probability a transmitted packet is lost */
+	double tx_corrupt;	/* ... leaves with a bit of its headers or ICRC
+				 * flipped */
 	uint64_t seed;
-	bool enabled;
+	bool rx, tx;		/* some receive / send side fault is set */
+	bool enabled;		/* either: also keeps the same-host path off */
 };
 
 struct uroce_config {
@@ -54,6 +60,8 @@ struct uroce_config {
 
 /* Loaded once from the environment (and the file named by UROCE_CONFIG). */
 const struct uroce_config *uroce_config(void);
+/* A fault injection setting as UROCE_FAULTS takes it: NULL, or why not. */
+const char *uroce_faults_parse(const char *spec, struct uroce_faults_cfg *out);
 
 /* ---- addresses ----------------------------------------------------------- */
 
@@ -149,6 +157,10 @@ struct uroce_net_ops {
 	int (*tx_open)(struct uroce_nic *nic, int family, uint16_t sport);
 	/* The UDP source port a transmit endpoint sends from. */
 	uint16_t (*tx_sport)(struct uroce_nic *nic, int tx);
+	/* Capture every packet sent and received into a pcap file from now
+	 * on (path NULL: stop); the file being written, or NULL. */
+	int (*capture)(struct uroce_nic *nic, const char *path);
+	const char *(*capture_path)(struct uroce_nic *nic);
 	void (*tx_close)(struct uroce_nic *nic, int tx);
 	/* Ask for the datagrams that peer sends from UDP port peer_sport to
 	 * self to be delivered to this process directly, for as long as tx
@@ -194,25 +206,47 @@ struct uroce_faults {
 	unsigned held_slot;		/* held_buf used by the last copy */
 	struct uroce_rxpkt held;
 	uint8_t held_buf[2][UROCE_RX_BUF];
+	/* Delayed datagrams, each with a copy of its bytes taken when it is
+	 * delayed.  A slot released into a batch stays taken until the next
+	 * call, while the batch still points at its buffer. */
+	struct uroce_fault_delayed {
+		enum { DELAY_FREE, DELAY_HELD, DELAY_RELEASED } state;
+		unsigned left;		/* arrivals to wait for while held */
+		struct uroce_rxpkt pkt;
+		uint8_t buf[UROCE_RX_BUF];
+	} delayed[UROCE_FAULT_DELAY_SLOTS];
+	/* The send side's splitmix64 state: transmitting threads advance it
+	 * with one atomic add each, so they need no lock. */
+	atomic_uint_fast64_t tx_rng;
 };
 
 void uroce_faults_init(struct uroce_faults *f, const struct uroce_faults_cfg *cfg);
-/* Applies drop/dup/reorder to a received batch in place; returns new count
- * (<= max).  Deterministic for a given seed and sequence of calls.  f must be
- * the faults member of a struct uroce_nic: the faults are counted in its
- * stats. */
+/* Applies drop/dup/reorder/corrupt/delay to a received batch in place;
+ * returns new count (<= max).  Deterministic for a given seed and sequence
+ * of calls.  f must be the faults member of a struct uroce_nic: the faults
+ * are counted in its stats. */
 int uroce_faults_apply(struct uroce_faults *f, struct uroce_rxpkt *pkts,
 		       int n, int max);
+
+/* The send side's fault for the next packet to leave.  Any thread may ask;
+ * the sequence of faults is the seed's, in the order the threads draw. */
+enum uroce_tx_fault { UROCE_TX_PASS, UROCE_TX_DROP, UROCE_TX_CORRUPT };
+enum uroce_tx_fault uroce_faults_tx(struct uroce_faults *f);
+/* Flips one bit of p's headers or ICRC (p's payload is the application's
+ * memory), once its ICRC is in place. */
+void uroce_faults_corrupt_tx(struct uroce_faults *f, struct uroce_txpkt *p);
 
 /* ---- counters ------------------------------------------------------------ */
 
 #define UROCE_STATS(X)                                                         \
-	X(rx_packets) X(tx_packets) X(rx_bad_icrc) X(rx_malformed)             \
+	X(rx_packets) X(tx_packets) X(rx_bytes) X(tx_bytes)                    \
+	X(rx_bad_icrc) X(rx_malformed)                                         \
 	X(rx_unknown_qp) X(rx_bad_source) X(rx_bad_state) X(rx_out_of_window)  \
 	X(rx_duplicate) X(rx_forwarded) X(rx_forward_failed) X(tx_errors)      \
 	X(retransmits) X(timeouts) X(rnr_naks_sent) X(rnr_naks_rcvd)           \
 	X(seq_naks_sent) X(seq_naks_rcvd) X(fault_drops) X(fault_dups)         \
-	X(fault_reorders) X(access_errors) X(rx_errors) X(rx_bad_qkey)        \
+	X(fault_reorders) X(fault_corrupts) X(fault_delays) X(fault_tx_drops) \
+	X(fault_tx_corrupts) X(access_errors) X(rx_errors) X(rx_bad_qkey)        \
 	X(rx_dropped_msgs) X(pcap_drops) X(mad_rx) X(mad_tx)                  \
 	X(mad_malformed) X(mad_forwarded) X(mad_unknown_id) X(mad_bad_state)   \
 	X(mad_duplicates) X(mad_rejected) X(mad_retransmits)                   \
@@ -246,6 +280,15 @@ struct uroce_nic {
 	void *net_priv;			/* backend state */
 	bool gso;			/* the backend sends uroce_gso_run()s */
 	unsigned slot;			/* this process's QPN slot (1..) */
+	bool served;			/* by the per-host service, uroced */
+	/* capturing or injecting faults since `uroce` said so: the
+	 * same-host path stands aside, so every packet is on the wire */
+	atomic_bool wire_only;
+	/* `uroce`'s view into the process (control.c) */
+	int ctl_fd, ctl_wake;
+	pthread_t ctl_thread;
+	bool ctl_running;
+	char faults_spec[128];		/* set at run time; under lock */
 
 	struct uroce_gid_entry gids[UROCE_GID_TBL_LEN];
 	int num_gids;

@@ -147,14 +147,29 @@ fail:
 	return NULL;
 }
 
+void uroce_pcap_stop(struct uroce_pcap *pc)
+{
+	pthread_mutex_lock(&pc->lock);
+	if (pc->fd >= 0) {
+		if (pc->drops)
+			fprintf(stderr, "uroce: %lu packets missing from "
+				"capture %s\n", pc->drops, pc->path);
+		close(pc->fd);
+		pc->fd = -1;
+	}
+	pthread_mutex_unlock(&pc->lock);
+}
+
+const char *uroce_pcap_path(const struct uroce_pcap *pc)
+{
+	return pc->path;
+}
+
 void uroce_pcap_close(struct uroce_pcap *pc)
 {
 	if (!pc)
 		return;
-	if (pc->drops)
-		fprintf(stderr, "uroce: %lu packets missing from capture %s\n",
-			pc->drops, pc->path);
-	close(pc->fd);
+	uroce_pcap_stop(pc);
 	pthread_mutex_destroy(&pc->lock);
 	free(pc);
 }
@@ -294,6 +309,11 @@ static bool write_frame(struct uroce_pcap *pc, const struct frame_ip *ip,
 	total = sizeof(rec) + rec.len;
 
 	pthread_mutex_lock(&pc->lock);
+	if (pc->fd < 0) {
+		/* stopped (uroce_pcap_stop) while this packet was on its way */
+		pthread_mutex_unlock(&pc->lock);
+		return true;
+	}
 	/* stamped under the lock: the file stays in time order */
 	clock_gettime(CLOCK_REALTIME, &ts);
 	rec.sec = ts.tv_sec;

@@ -17,6 +17,11 @@ struct uroce_pcap;
 struct uroce_pcap *uroce_pcap_open(const char *path);
 /* Reports on stderr how many packets could not be written, if any. */
 void uroce_pcap_close(struct uroce_pcap *pc);
+/* Ends the file while packets may still be on their way to it (they are
+ * then left out); the object stays valid until uroce_pcap_close. */
+void uroce_pcap_stop(struct uroce_pcap *pc);
+/* The file's name ("%p" expanded). */
+const char *uroce_pcap_path(const struct uroce_pcap *pc);
 
 /* One frame each; false if it could not be written (the caller counts the
  * drop).  pkt->dst/src and sport give the addresses and ports, ip_id the

@@ -87,7 +87,10 @@ static void udp_close(struct uroce_nic *nic)
 	for (unsigned i = 0; i < p->nshared; i++)
 		close(p->shared[i].fd);
 	free(p->shared);
-	uroce_pcap_close(p->pcap);
+	uroce_pcap_close(atomic_load(&p->pcap));
+	for (unsigned i = 0; i < p->npcap_retired; i++)
+		uroce_pcap_close(p->pcap_retired[i]);
+	free(p->pcap_retired);
 	pthread_mutex_destroy(&p->tx_lock);
 	free(p);
 	nic->net_priv = NULL;
@@ -133,7 +136,7 @@ static int udp_open(struct uroce_nic *nic)
 	pthread_mutex_init(&p->tx_lock, NULL);
 	nic->net_priv = p;
 	if (nic->cfg->pcap[0])
-		p->pcap = uroce_pcap_open(nic->cfg->pcap);
+		atomic_init(&p->pcap, uroce_pcap_open(nic->cfg->pcap));
 
 	if (udp_service_role) {
 		/* uroced hands out the other slots */
@@ -141,6 +144,7 @@ static int udp_open(struct uroce_nic *nic)
 		err = udp_bind_port(p);
 	} else {
 		served = udp_svc_open(nic, p);
+		nic->served = served > 0;
 		if (served < 0)
 			err = served;
 		else if (!served)
@@ -191,7 +195,8 @@ static int send_batch(int fd, struct mmsghdr *msg, unsigned n)
 /* Capturing is a debugging aid: kept out of line, the hot paths pay one
  * test of p->pcap.  One datagram: a GSO run of n packets, segment i of
  * which leaves with IPv4 identification i. */
-static void __attribute__((cold)) capture_tx(struct uroce_nic *nic, int tx,
+static void __attribute__((cold)) capture_tx(struct uroce_nic *nic,
+					     struct uroce_pcap *pc, int tx,
 					     const struct uroce_txpkt *pkts,
 					     unsigned n)
 {
@@ -199,18 +204,47 @@ static void __attribute__((cold)) capture_tx(struct uroce_nic *nic, int tx,
 	struct tx_chunk *c = atomic_load(&p->tx[tx / TX_CHUNK]);
 
 	for (unsigned i = 0; i < n; i++)
-		if (!uroce_pcap_tx(p->pcap, &pkts[i], c->sport[tx % TX_CHUNK],
-				   i))
+		if (!uroce_pcap_tx(pc, &pkts[i], c->sport[tx % TX_CHUNK], i))
 			STAT_INC(nic, pcap_drops);
 }
 
 static void __attribute__((cold)) capture_rx(struct uroce_nic *nic,
+					     struct uroce_pcap *pc,
 					     const struct uroce_rxpkt *rx)
 {
-	struct udp_priv *p = nic->net_priv;
-
-	if (!uroce_pcap_rx(p->pcap, rx))
+	if (!uroce_pcap_rx(pc, rx))
 		STAT_INC(nic, pcap_drops);
+}
+
+/* `uroce capture`: from now on into path (NULL: no more). */
+static int udp_capture(struct uroce_nic *nic, const char *path)
+{
+	struct udp_priv *p = nic->net_priv;
+	struct uroce_pcap *pc = NULL, *old, **r;
+
+	if (path && !(pc = uroce_pcap_open(path)))
+		return -errno;
+	r = realloc(p->pcap_retired,
+		    (p->npcap_retired + 1) * sizeof(*p->pcap_retired));
+	if (!r) {
+		uroce_pcap_close(pc);
+		return -ENOMEM;
+	}
+	p->pcap_retired = r;
+	old = atomic_exchange(&p->pcap, pc);
+	if (old) {
+		uroce_pcap_stop(old);
+		p->pcap_retired[p->npcap_retired++] = old;
+	}
+	return 0;
+}
+
+static const char *udp_capture_path(struct uroce_nic *nic)
+{
+	struct udp_priv *p = nic->net_priv;
+	struct uroce_pcap *pc = atomic_load(&p->pcap);
+
+	return pc ? uroce_pcap_path(pc) : NULL;
 }
 
 /* Control messages of one datagram: the source address (it must be the
@@ -263,7 +297,9 @@ static int udp_xmit(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
 {
 	struct udp_priv *p = nic->net_priv;
 	int fd = udp_tx_fd(p, tx);
+	struct uroce_pcap *pc;
 	unsigned sent = 0;
+	uint64_t bytes = 0;
 	int err = -EBADF;
 
 	while (fd >= 0 && sent < n) {
@@ -309,23 +345,28 @@ static int udp_xmit(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
 			npkts[nmsg++] = k;
 			at += k;
 		}
-		if (p->pcap)
-			uroce_pcap_hold(p->pcap);
+		pc = atomic_load_explicit(&p->pcap, memory_order_acquire);
+		if (pc)
+			uroce_pcap_hold(pc);
 		r = send_batch(fd, msg, nmsg);
 		for (int m = 0; m < r; m++) {
 			/* what the kernel took, as it leaves */
-			if (p->pcap)
-				capture_tx(nic, tx, &pkts[sent], npkts[m]);
+			if (pc)
+				capture_tx(nic, pc, tx, &pkts[sent], npkts[m]);
 			sent += npkts[m];
 		}
-		if (p->pcap)
-			uroce_pcap_release(p->pcap);
+		if (pc)
+			uroce_pcap_release(pc);
 		if (r < 0) {
 			err = r;
 			break;
 		}
 	}
+	for (unsigned i = 0; i < sent; i++)
+		bytes += pkts[i].len;
 	atomic_fetch_add_explicit(&nic->stats.tx_packets, sent,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&nic->stats.tx_bytes, bytes,
 				  memory_order_relaxed);
 	if (sent < n)
 		atomic_fetch_add_explicit(&nic->stats.tx_errors, n - sent,
@@ -533,6 +574,8 @@ static int udp_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 {
 	struct udp_priv *p = nic->net_priv;
 	struct epoll_event ev[RX_READY_MAX];
+	struct uroce_pcap *pc = atomic_load_explicit(&p->pcap,
+						     memory_order_acquire);
 	unsigned used = 0, out = 0;
 	int nready, err = 0;
 
@@ -583,8 +626,8 @@ static int udp_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 
 			/* Fault injection comes later: the packets it drops
 			 * are captured too. */
-			for (unsigned j = 0; p->pcap && j < ours; j++)
-				capture_rx(nic, &pkts[out + j]);
+			for (unsigned j = 0; pc && j < ours; j++)
+				capture_rx(nic, pc, &pkts[out + j]);
 			out += ours;
 		}
 		used += got;
@@ -599,6 +642,8 @@ const struct uroce_net_ops uroce_net_udp = {
 	.tx_open = udp_tx_open,
 	.tx_close = udp_tx_close,
 	.tx_sport = udp_tx_sport,
+	.capture = udp_capture,
+	.capture_path = udp_capture_path,
 	.steer = udp_steer,
 	.xmit = udp_xmit,
 	.rx_fds = udp_rx_fds,

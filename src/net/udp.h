@@ -102,7 +102,11 @@ struct udp_priv {
 	unsigned sid_fwd_next;
 	uid_t uid;
 	uint16_t port;
-	struct uroce_pcap *pcap;	/* UROCE_PCAP, or NULL */
+	/* the capture (UROCE_PCAP, `uroce capture`), or NULL; replaced
+	 * captures stay allocated until close, as a sender may hold one */
+	_Atomic(struct uroce_pcap *) pcap;
+	struct uroce_pcap **pcap_retired;
+	unsigned npcap_retired;
 
 	/* The per-host service (udp_service.c), when one serves us: our
 	 * request connection (-1: single-user mode), its uid, the channel

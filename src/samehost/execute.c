@@ -56,7 +56,8 @@ bool uroce_sh_execute(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 	 * application's own), and a message with a side effect beyond its
 	 * bytes (immediate data, a receive WQE) with the responder */
 	if ((!write && wqe->opcode != IBV_WR_RDMA_READ) || !wqe->length ||
-	    atomic_load_explicit(&peer->dead, memory_order_relaxed))
+	    atomic_load_explicit(&peer->dead, memory_order_relaxed) ||
+	    uroce_sh_peer_wire_only(qp))
 		return false;
 	me = &peer->seg->users[qp->nic->slot];
 	atomic_fetch_add(&me->busy, 1);

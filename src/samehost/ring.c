@@ -29,10 +29,10 @@ int uroce_sh_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n)
 {
 	struct uroce_sh_peer *peer = qp->sh_peer;
 	struct sh_ring *ring = peer->ring;
-	uint64_t head, tail, now;
+	uint64_t head, tail, now, bytes = 0;
 	unsigned i;
 
-	if (!ring)
+	if (!ring || uroce_sh_peer_wire_only(qp))
 		return -1;
 	pthread_mutex_lock(&peer->ring_lock);
 	head = atomic_load_explicit(&ring->head, memory_order_relaxed);
@@ -71,6 +71,7 @@ int uroce_sh_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n)
 			d += p->iov[k].iov_len;
 		}
 		head += entry;
+		bytes += p->len;
 	}
 	atomic_store_explicit(&ring->head, head, memory_order_release);
 	pthread_mutex_unlock(&peer->ring_lock);
@@ -79,6 +80,8 @@ int uroce_sh_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n)
 	atomic_fetch_add_explicit(&qp->nic->stats.tx_packets, i,
 				  memory_order_relaxed);
 	atomic_fetch_add_explicit(&qp->nic->stats.samehost_ring_tx, i,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&qp->nic->stats.tx_bytes, bytes,
 				  memory_order_relaxed);
 	/* the packets are visible before we look whether anyone polls */
 	atomic_thread_fence(memory_order_seq_cst);
@@ -214,6 +217,13 @@ bool uroce_sh_sockets_due(struct uroce_nic *nic, bool ring_data)
 	else
 		sh->quiet_calls++;
 	return ++sh->rx_calls % SOCKETS_EVERY == 0;
+}
+
+void uroce_sh_set_wire_only(struct uroce_nic *nic, bool on)
+{
+	atomic_store(&nic->wire_only, on);
+	if (nic->sh && nic->sh->seg)
+		atomic_store(&nic->sh->seg->wire_only, on);
 }
 
 void uroce_sh_note_poll(struct uroce_nic *nic, uint64_t ns)

@@ -57,6 +57,9 @@ bool uroce_sh_sockets_due(struct uroce_nic *nic, bool ring_data);
  * need not (or must) ring our engine's doorbell. */
 void uroce_sh_note_poll(struct uroce_nic *nic, uint64_t ns);
 
+/* Capturing or injecting faults (on) or no longer (off): while on, this
+ * process and its peers send each other every packet on the wire. */
+void uroce_sh_set_wire_only(struct uroce_nic *nic, bool on);
 /* Requester, sq_lock held, the WQE at sq_tail with nothing outstanding:
  * execute it on the same-host path and complete it; false when it must go
  * on the wire instead. */

@@ -104,7 +104,8 @@ struct sh_seg {
 	int32_t pid;
 	uint32_t slot;
 	int32_t wake_fd;	/* the engine's doorbell (pidfd_getfd) */
-	uint32_t pad;
+	/* capturing or injecting faults: peers must use the wire */
+	_Atomic uint32_t wire_only;
 	/* ns of the application's last receiving poll, 0 once it left:
 	 * while recent, a packet put in a ring is found without a doorbell */
 	_Atomic uint64_t app_poll_ns;
@@ -145,6 +146,16 @@ struct uroce_sh_peer {
 	pthread_mutex_t ring_lock;	/* our threads producing into it */
 	struct uroce_sh_peer *next;
 };
+
+/* Whether qp and its same-host peer must talk on the wire for now: either
+ * end captures or injects faults (uroce_sh_set_wire_only). */
+static inline bool uroce_sh_peer_wire_only(const struct uroce_qp *qp)
+{
+	return atomic_load_explicit(&qp->nic->wire_only,
+				    memory_order_relaxed) ||
+	       atomic_load_explicit(&qp->sh_peer->seg->wire_only,
+				    memory_order_relaxed);
+}
 
 enum { SH_RECV_RINGS = 64 };	/* rings one receive call reads at most */
 

@@ -62,6 +62,19 @@ static void engine_leave(struct uroce_nic *nic)
 	atomic_fetch_add(&nic->engine_seq, 1);
 }
 
+static void count_rx(struct uroce_nic *nic, const struct uroce_rxpkt *pkts,
+		     int n)
+{
+	uint64_t bytes = 0;
+
+	for (int i = 0; i < n; i++)
+		bytes += pkts[i].len;
+	atomic_fetch_add_explicit(&nic->stats.rx_packets, n,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&nic->stats.rx_bytes, bytes,
+				  memory_order_relaxed);
+}
+
 /* Caller holds rx_lock, which also guards nic->rx_pkts. */
 static void engine_receive(struct uroce_nic *nic)
 {
@@ -72,8 +85,7 @@ static void engine_receive(struct uroce_nic *nic)
 	/* same-host packets first: they cost no system call to look for */
 	n = uroce_sh_recv(nic, pkts, UROCE_RX_BATCH);
 	if (n > 0) {
-		atomic_fetch_add_explicit(&nic->stats.rx_packets, n,
-					  memory_order_relaxed);
+		count_rx(nic, pkts, n);
 		uroce_recv_batch(nic, pkts, n);
 		uroce_sh_recv_done(nic);
 		budget -= n;
@@ -84,10 +96,9 @@ static void engine_receive(struct uroce_nic *nic)
 		n = nic->net->recv(nic, pkts, UROCE_RX_BATCH);
 		if (n <= 0)
 			break;
-		if (nic->faults.cfg.enabled)
+		if (nic->faults.cfg.rx)
 			n = uroce_faults_apply(&nic->faults, pkts, n, UROCE_RX_BATCH);
-		atomic_fetch_add_explicit(&nic->stats.rx_packets, n,
-					  memory_order_relaxed);
+		count_rx(nic, pkts, n);
 		uroce_recv_batch(nic, pkts, n);
 		budget -= n;
 	}
@@ -239,6 +250,16 @@ void uroce_engine_poll(struct uroce_nic *nic)
 	/* if the application polls no more, the engine sends them */
 	if (nic->n_acks_owed)
 		uroce_nic_kick(nic, uroce_now_ns() + ENGINE_DEFER_NS);
+	engine_leave(nic);
+	pthread_mutex_unlock(&nic->rx_lock);
+}
+
+void uroce_engine_call(struct uroce_nic *nic,
+		       void (*fn)(struct uroce_nic *nic, void *arg), void *arg)
+{
+	pthread_mutex_lock(&nic->rx_lock);
+	engine_enter(nic);
+	fn(nic, arg);
 	engine_leave(nic);
 	pthread_mutex_unlock(&nic->rx_lock);
 }

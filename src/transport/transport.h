@@ -119,6 +119,10 @@ void uroce_engine_stop(struct uroce_nic *nic);
 /* Receive inline from a thread that found its CQ empty: completions then
  * need no wake-up of the engine thread. */
 void uroce_engine_poll(struct uroce_nic *nic);
+/* Runs fn under rx_lock inside an engine section: the QPs it finds in
+ * nic->live_qps stay allocated until it returns (uroce_nic_quiesce). */
+void uroce_engine_call(struct uroce_nic *nic,
+		       void (*fn)(struct uroce_nic *nic, void *arg), void *arg);
 /* An application thread stops receiving for now: its poll returned
  * completions, or (will_wait) it armed a CQ to wait for an event. */
 void uroce_engine_app_left(struct uroce_nic *nic, bool will_wait);

@@ -37,11 +37,11 @@ void uroce_pkt_finish(struct uroce_qp *qp, struct uroce_txpkt *p,
  * which Linux emits DF with identification 0 (ip_select_ident), so that is
  * what we compute over; the segments of a GSO run get 0, 1, 2, ...
  */
-int uroce_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n)
+static void put_icrcs(struct uroce_qp *qp, struct uroce_txpkt *pkts,
+		      unsigned n)
 {
 	struct uroce_nic *nic = qp->nic;
 	unsigned run_end = 0, run_start = 0;
-	int sent;
 
 	for (unsigned i = 0; i < n; i++) {
 		struct uroce_txpkt *p = &pkts[i];
@@ -67,6 +67,15 @@ int uroce_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n)
 			       uroce_icrc_compute(&ip, p->iov, p->niov));
 		tail->iov_len = pad + ICRC_LEN;
 	}
+}
+
+/* Packets whose ICRCs are in place, to the peer: how many went. */
+static int send_pkts(struct uroce_qp *qp, struct uroce_txpkt *pkts,
+		     unsigned n)
+{
+	struct uroce_nic *nic = qp->nic;
+	int sent;
+
 	if (qp->sh_peer && (sent = uroce_sh_xmit(qp, pkts, n)) >= 0) {
 		/* A full ring holds requests back (the requester waits and
 		 * resends), but a response cannot wait: an ACK lost now is
@@ -91,4 +100,50 @@ int uroce_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n)
 	sent = nic->net->xmit(nic, pkts[0].dst->sa.sa_family == AF_INET6 &&
 				   qp->tx6 >= 0 ? qp->tx6 : qp->tx, pkts, n);
 	return sent;
+}
+
+/*
+ * UROCE_FAULTS's send side.  A lost packet counts as sent, as one the
+ * network lost would; the packets between losses leave as they would have,
+ * and a corrupted one alone, its ICRC computed before the bit is flipped.
+ * The faults are drawn again for a packet the socket did not take.
+ */
+static int xmit_with_faults(struct uroce_qp *qp, struct uroce_txpkt *pkts,
+			    unsigned n)
+{
+	struct uroce_faults *f = &qp->nic->faults;
+	unsigned start = 0;
+
+	for (unsigned i = 0; i <= n; i++) {
+		enum uroce_tx_fault fault = i < n ? uroce_faults_tx(f)
+						  : UROCE_TX_PASS;
+		int r;
+
+		if (i < n && fault == UROCE_TX_PASS)
+			continue;
+		if (i > start) {
+			put_icrcs(qp, &pkts[start], i - start);
+			r = send_pkts(qp, &pkts[start], i - start);
+			if (r < (int)(i - start))
+				return r > 0 || start ? (int)start + (r > 0 ? r : 0)
+						      : r;
+		}
+		start = i + 1;
+		if (fault == UROCE_TX_CORRUPT) {
+			put_icrcs(qp, &pkts[i], 1);
+			uroce_faults_corrupt_tx(f, &pkts[i]);
+			r = send_pkts(qp, &pkts[i], 1);
+			if (r < 1)
+				return i ? (int)i : r;
+		}
+	}
+	return (int)n;
+}
+
+int uroce_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n)
+{
+	if (qp->nic->faults.cfg.tx)
+		return xmit_with_faults(qp, pkts, n);
+	put_icrcs(qp, pkts, n);
+	return send_pkts(qp, pkts, n);
 }

@@ -14,6 +14,8 @@
 #   service     with uroced, two users' programs reach each other over RC,
 #               UD, rdma_cm and many QPs; the same-host path stays within a
 #               user; one user's segment is closed to the others
+#   uroce_cmd   `uroce stat|capture|faults` work for a process's owner and
+#               root, and for nobody else
 #   hostile     a third user can bind neither the port nor another
 #               process's source ports, cannot pose as the service, and gets
 #               nothing of a pair's traffic by asking the service for its
@@ -58,6 +60,7 @@ cleanup() {
 trap cleanup EXIT
 cp -a "$build/lib" "$tmp/lib"
 cp "$build/service/uroced" "$tmp/uroced"
+cp "$build/tools/uroce" "$tmp/uroce"
 chmod -R a+rX "$tmp"
 export LD_LIBRARY_PATH=$tmp/lib UROCE_PORT=$port UROCE_SERVICE=$tmp/svc
 unset UROCE_SHM UROCE_PCAP UROCE_FAULTS UROCE_CONFIG
@@ -244,6 +247,34 @@ s.bind('$fake'); os.chmod('$fake', 0o666); s.listen(); time.sleep($LIMIT)" &
 	[ "$what $received" = "received 0" ] ||
 		fail "the hostile user received $received of the victim's datagrams"
 	echo "hostile user granted $granted sockets, received $received datagrams"
+	;;
+uroce_cmd)
+	# single-user mode: A's process alone, waiting for a client
+	as "$A" env UROCE_SERVICE=none ibv_rc_pingpong -g 0 -p 19531 \
+		>"$tmp/owner.log" 2>&1 &
+	for _ in $(seq 100); do
+		pid=$(pgrep -u "$A" -x ibv_rc_pingpong || true)
+		[ -n "$pid" ] && grep -q "@uroce-ctl.$pid" /proc/net/unix && break
+		sleep 0.05
+	done
+	[ -n "$pid" ] || fail "the owner's process did not start"
+	as "$A" "$tmp/uroce" stat "$pid" >"$tmp/own.log" 2>&1 ||
+		fail "the owner could not see its process"
+	"$tmp/uroce" stat "$pid" >"$tmp/root.log" 2>&1 ||
+		fail "root could not see the process"
+	for cmd in "stat $pid" "capture $pid $tmp/x.pcap" \
+		"faults $pid drop=1"; do
+		# shellcheck disable=SC2086
+		if as "$B" "$tmp/uroce" $cmd >"$tmp/other.log" 2>&1; then
+			fail "another user ran uroce $cmd"
+		fi
+		grep -q "permission denied" "$tmp/other.log" ||
+			fail "uroce $cmd: no reason given"
+	done
+	[ ! -e "$tmp/x.pcap" ] || fail "another user started a capture"
+	as "$B" "$tmp/uroce" stat >"$tmp/list.log" 2>&1
+	grep -q "no uroce process that you may see" "$tmp/list.log" ||
+		fail "another user's listing showed the process"
 	;;
 *)
 	echo "unknown case $case" >&2

@@ -2,7 +2,9 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -82,6 +84,15 @@ static void nap(void)
 
 /* ---- supervisor --------------------------------------------------------- */
 
+static void enter_netns(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0 || setns(fd, CLONE_NEWNET))
+		h_fail("network namespace %s: %s", path, strerror(errno));
+	close(fd);
+}
+
 static _Noreturn void run_role(const struct h_test *t, int role,
 			       int pairs[][2])
 {
@@ -103,9 +114,14 @@ static _Noreturn void run_role(const struct h_test *t, int role,
 			close(pairs[i - 1][1]);
 		}
 	}
-	/* Fault injection is read when the device is first opened. */
+	/* Fault injection and addresses are read when the device is first
+	 * opened; the namespace holds the sockets it opens. */
 	if (t->faults && setenv("UROCE_FAULTS", t->faults, 1))
 		h_fail("setenv: %s", strerror(errno));
+	if (t->addrs[role] && setenv("UROCE_ADDRS", t->addrs[role], 1))
+		h_fail("setenv: %s", strerror(errno));
+	if (t->netns[role])
+		enter_netns(t->netns[role]);
 	alarm(t->deadline_s);
 	h_open(&p);
 	t->role[role](&p);
@@ -262,8 +278,8 @@ void h_open(struct h_proc *p)
 	H_OK(ibv_query_port(p->ctx, H_PORT, &p->port));
 	H_OK(ibv_query_gid(p->ctx, H_PORT, H_GID_INDEX, &p->gid));
 	/* The tests talk to themselves only (it is GID 0 unless UROCE_ADDRS
-	 * says otherwise). */
-	if (!gid_is_loopback(&p->gid))
+	 * says otherwise), or across namespaces of their own. */
+	if (!p->t->addrs[p->role] && !gid_is_loopback(&p->gid))
 		h_fail("GID %d is not a loopback address; unset UROCE_ADDRS",
 		       H_GID_INDEX);
 	p->pd = ibv_alloc_pd(p->ctx);
@@ -273,6 +289,8 @@ void h_open(struct h_proc *p)
 
 void h_close(struct h_proc *p)
 {
+	if (!p->ctx)
+		return;
 	H_OK(ibv_dealloc_pd(p->pd));
 	H_OK(ibv_close_device(p->ctx));
 }

@@ -38,6 +38,12 @@ struct h_test {
 	unsigned deadline_s;	/* whole test, all roles */
 	const char *faults;	/* UROCE_FAULTS for every role, or NULL */
 	long arg;		/* scenario parameter (e.g. path MTU bytes) */
+	/* Per role, or NULL: the network namespace (a path such as
+	 * /run/netns/NAME) the role enters before it opens the device, and
+	 * its UROCE_ADDRS, an address inside a namespace the test made; GID 0
+	 * is then that address instead of loopback. */
+	const char *netns[H_MAX_ROLES];
+	const char *addrs[H_MAX_ROLES];
 };
 
 /* One role's process: its device, protection domain and sockets. */
@@ -147,6 +153,7 @@ const char *h_strerror(int err);
 
 /* Opens "uroce0" and fills ctx, dev, port, gid and pd. */
 void h_open(struct h_proc *p);
+/* Nothing to do once a role closed its device itself and cleared ctx. */
 void h_close(struct h_proc *p);
 
 void h_send(int sock, const void *buf, size_t len);

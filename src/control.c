@@ -166,7 +166,9 @@ static char *stat_json(struct uroce_nic *nic, size_t *len)
 	json_string(f, comm);
 	fprintf(f, ", \"port\": %u, \"slot\": %u, \"mode\": \"%s\", "
 		   "\"capture\": ", nic->cfg->udp_port, nic->slot,
-		nic->served ? "served by uroced" : "single-user");
+		nic->service  ? "the per-host service"
+		: nic->served ? "served by uroced"
+			      : "single-user");
 	if (capture)
 		json_string(f, capture);
 	else

@@ -281,6 +281,7 @@ struct uroce_nic {
 	bool gso;			/* the backend sends uroce_gso_run()s */
 	unsigned slot;			/* this process's QPN slot (1..) */
 	bool served;			/* by the per-host service, uroced */
+	bool service;			/* this process is uroced */
 	/* capturing or injecting faults since `uroce` said so: the
 	 * same-host path stands aside, so every packet is on the wire */
 	atomic_bool wire_only;

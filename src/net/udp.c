@@ -141,6 +141,7 @@ static int udp_open(struct uroce_nic *nic)
 	if (udp_service_role) {
 		/* uroced hands out the other slots */
 		nic->slot = SERVICE_SLOT;
+		nic->service = true;
 		err = udp_bind_port(p);
 	} else {
 		served = udp_svc_open(nic, p);

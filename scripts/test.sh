@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds uroce twice, plain (build/) and with AddressSanitizer +
 # UndefinedBehaviorSanitizer (build-asan/), and runs the whole ctest suite in
-# each.  Both builds are tested even if the first fails; the exit status is
-# non-zero if either did.
+# each; then builds the libFuzzer harnesses with clang (build-fuzz/) and
+# runs their ctest entries (label fuzz: the committed inputs, and a bounded
+# time of fuzzing each).  Every build is tested even if an earlier one
+# fails; the exit status is non-zero if any did.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,8 +21,14 @@ build_and_test() {
 status=0
 build_and_test build -DUROCE_SANITIZE=OFF || status=1
 build_and_test build-asan -DUROCE_SANITIZE=ON || status=1
+echo "=== build-fuzz: configure, build, fuzz"
+CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	-DUROCE_FUZZ=ON &&
+	cmake --build build-fuzz -j "$(nproc)" --target fuzz &&
+	(cd build-fuzz && ctest -L fuzz -j "$(nproc)" --output-on-failure) ||
+	status=1
 if [ "$status" -eq 0 ]; then
-	echo "=== all tests passed in build/ and build-asan/"
+	echo "=== all tests passed in build/, build-asan/ and build-fuzz/"
 else
 	echo "=== FAILED (see above)" >&2
 fi

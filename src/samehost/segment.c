@@ -76,9 +76,26 @@ bool sh_read(void *dst, const void *src, size_t size)
 	return false;
 }
 
+/* Gone, or a zombie: a process that has exited copies nothing more, and
+ * its parent may take its time to reap it (or never does). */
 static bool pid_gone(pid_t pid)
 {
-	return pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH);
+	char path[32], stat[256], *paren;
+	bool exited = false;
+	FILE *f;
+
+	if (pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH))
+		return true;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return errno == ENOENT;
+	/* "pid (comm) S ...": the name may hold anything, even ") " */
+	if (fgets(stat, sizeof(stat), f) && (paren = strrchr(stat, ')')) &&
+	    paren[1] == ' ')
+		exited = paren[2] == 'Z' || paren[2] == 'X';
+	fclose(f);
+	return exited;
 }
 
 /* Wait until no peer still copies under an entry withdrawn before. */

@@ -123,7 +123,8 @@ static _Noreturn void run_role(const struct h_test *t, int role,
 	if (t->netns[role])
 		enter_netns(t->netns[role]);
 	alarm(t->deadline_s);
-	h_open(&p);
+	if (!t->opens_late[role])
+		h_open(&p);
 	t->role[role](&p);
 	h_close(&p);
 	for (int i = 0; i < H_MAX_ROLES; i++)
@@ -204,7 +205,9 @@ int h_main(const struct h_test *t)
 			continue;
 		done[r] = true;
 		left--;
-		if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) || killed[r])
+		if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) || killed[r] ||
+		    (t->sigkilled[r] && WIFSIGNALED(status) &&
+		     WTERMSIG(status) == SIGKILL))
 			continue;
 		describe_exit(t, r, w, status);
 		/* The others are most likely waiting for the one that failed. */

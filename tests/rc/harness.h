@@ -44,6 +44,12 @@ struct h_test {
 	 * is then that address instead of loopback. */
 	const char *netns[H_MAX_ROLES];
 	const char *addrs[H_MAX_ROLES];
+	/* Per role: it opens the device itself (h_open), later, e.g. as a
+	 * process that starts once another role died. */
+	bool opens_late[H_MAX_ROLES];
+	/* Per role: another role kills it with SIGKILL, which is then no
+	 * failure. */
+	bool sigkilled[H_MAX_ROLES];
 };
 
 /* One role's process: its device, protection domain and sockets. */

@@ -603,6 +603,8 @@ struct uroce_qp {
 	pthread_mutex_t attr_lock;	/* modify/query vs each other */
 	struct ibv_qp_attr attr;	/* the last values set, for query_qp */
 	struct ibv_qp_init_attr init;
+	/* what query_qp reports, not attr.qp_state: the engine moves a QP to
+	 * ERR without attr_lock */
 	_Atomic enum ibv_qp_state state;
 	uint32_t mtu;			/* path MTU in bytes */
 	uint32_t link_mtu;		/* what the SGID's link carries, bytes */

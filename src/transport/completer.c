@@ -69,6 +69,8 @@ void uroce_comp_retire_local(struct uroce_qp *qp)
 
 		if (!uroce_wqe_is_local(wqe) || wqe->state != WQE_SENT)
 			return;
+		if (status != IBV_WC_SUCCESS)	/* as in comp_fail */
+			atomic_store(&qp->state, IBV_QPS_ERR);
 		complete_one(qp, status);
 		if (status != IBV_WC_SUCCESS)
 			uroce_qp_to_error_locked(qp, false);
@@ -158,6 +160,9 @@ static void comp_ack_upto(struct uroce_qp *qp, uint32_t upto)
 
 static void comp_fail(struct uroce_qp *qp, enum ibv_wc_status status)
 {
+	/* in error before the completion says so: its poller, another
+	 * thread, may query the QP at once (the flush follows) */
+	atomic_store(&qp->state, IBV_QPS_ERR);
 	if (qp->sq_tail != qp->sq_head)
 		uroce_comp_complete_tail(qp, status);
 	uroce_qp_to_error_locked(qp, false);

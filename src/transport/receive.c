@@ -125,6 +125,13 @@ static struct uroce_qp *parse(struct uroce_nic *nic, struct uroce_rxpkt *rx,
 	return qp;
 }
 
+/* Written under rx_lock; atomic because take_owed_ack (requester.c) reads it
+ * without, as a hint. */
+static void set_ack_listed(struct uroce_qp *qp, bool listed)
+{
+	__atomic_store_n(&qp->resp.ack_listed, listed, __ATOMIC_RELAXED);
+}
+
 /*
  * ACK coalescing: a QP owing an ACK goes on a list, and one ACK covers every
  * request received until the list is flushed, at the end of the engine's
@@ -136,7 +143,7 @@ void uroce_flush_acks(struct uroce_nic *nic)
 	for (unsigned i = 0; i < nic->n_acks_owed; i++) {
 		struct uroce_qp *qp = nic->acks_owed[i];
 
-		qp->resp.ack_listed = false;
+		set_ack_listed(qp, false);
 		uroce_resp_flush_ack(qp);
 	}
 	nic->n_acks_owed = 0;
@@ -150,7 +157,7 @@ static void unlist_ack(struct uroce_nic *nic, struct uroce_qp *qp)
 			break;
 		}
 	}
-	qp->resp.ack_listed = false;
+	set_ack_listed(qp, false);
 }
 
 void uroce_flush_qp_ack(struct uroce_nic *nic, struct uroce_qp *qp)
@@ -188,7 +195,7 @@ void uroce_recv_batch(struct uroce_nic *nic, struct uroce_rxpkt *pkts, int n)
 		if (qp->resp.ack_pending && !qp->resp.ack_listed) {
 			if (nic->n_acks_owed == ARRAY_SIZE(nic->acks_owed))
 				uroce_flush_acks(nic);
-			qp->resp.ack_listed = true;
+			set_ack_listed(qp, true);
 			nic->acks_owed[nic->n_acks_owed++] = qp;
 		}
 	}

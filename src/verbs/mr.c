@@ -134,7 +134,8 @@ struct uroce_mr *uroce_mr_lookup(struct uroce_nic *nic, uint32_t key)
 	if (!idx || idx > UROCE_MAX_MR)
 		return NULL;
 	mr = atomic_load_explicit(&nic->mrs[idx], memory_order_acquire);
-	if (!mr || mr->ibmr.lkey != key)
+	/* atomic: a window's bind changes its slot's key in place (mw.c) */
+	if (!mr || __atomic_load_n(&mr->ibmr.lkey, __ATOMIC_RELAXED) != key)
 		return NULL;
 	return mr;
 }

@@ -176,7 +176,10 @@ enum ibv_wc_status uroce_mw_bind(struct uroce_qp *qp,
 		mw->addr = addr;
 		mw->access = b->mw_access_flags;
 		mw->qpn = qp->ibqpx.qp_base.qp_num;
-		mw->slot.ibmr.lkey = mw->slot.ibmr.rkey = wqe->bind_rkey;
+		/* atomic: uroce_mr_lookup reads it without a lock */
+		__atomic_store_n(&mw->slot.ibmr.lkey, wqe->bind_rkey,
+				 __ATOMIC_RELAXED);
+		mw->slot.ibmr.rkey = wqe->bind_rkey;
 	}
 	mw_write_end(mw);
 	return IBV_WC_SUCCESS;

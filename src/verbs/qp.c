@@ -390,23 +390,31 @@ static int qp_apply_av(struct uroce_qp *qp, const struct ibv_ah_attr *ah,
 		       uint32_t dest_qpn)
 {
 	struct uroce_nic *nic = qp->nic;
-	int tx;
+	union uroce_sockaddr peer, self;
+	int tx, old;
 
 	qp->link_mtu = uroce_gid_path_mtu(nic, ah->grh.sgid_index);
-	uroce_gid_to_sockaddr(&ah->grh.dgid, nic->cfg->udp_port, &qp->peer);
+	uroce_gid_to_sockaddr(&ah->grh.dgid, nic->cfg->udp_port, &peer);
 	uroce_gid_to_sockaddr(&nic->gids[ah->grh.sgid_index].gid,
-			      nic->cfg->udp_port, &qp->self);
-	if (qp->tx >= 0)
-		nic->net->tx_close(nic, qp->tx);
-	qp->tx = -1;
-	tx = nic->net->tx_open(nic, qp->self.sa.sa_family, qp->sport);
+			      nic->cfg->udp_port, &self);
+	tx = nic->net->tx_open(nic, self.sa.sa_family, qp->sport);
 	if (tx < 0)
 		return -tx;
-	qp->tx = tx;
 	/* a uroce peer sends from the port its QPN hashes to */
 	if (nic->net->steer)
-		nic->net->steer(nic, tx, &qp->self, &qp->peer,
-				uroce_qp_sport(dest_qpn));
+		nic->net->steer(nic, tx, &self, &peer, uroce_qp_sport(dest_qpn));
+	/* The QP is published: the engine checks arriving packets against
+	 * the addresses (rx_lock) and sends with them (sq_lock). */
+	pthread_mutex_lock(&nic->rx_lock);
+	pthread_mutex_lock(&qp->sq_lock);
+	qp->peer = peer;
+	qp->self = self;
+	old = qp->tx;
+	qp->tx = tx;
+	pthread_mutex_unlock(&qp->sq_lock);
+	pthread_mutex_unlock(&nic->rx_lock);
+	if (old >= 0)
+		nic->net->tx_close(nic, old);
 	return 0;
 }
 
@@ -609,7 +617,6 @@ void uroce_qp_to_error_locked(struct uroce_qp *qp, bool async_event)
 	enum ibv_qp_state prev = atomic_exchange(&qp->state, IBV_QPS_ERR);
 
 	qp->ibqpx.qp_base.state = IBV_QPS_ERR;
-	qp->attr.qp_state = IBV_QPS_ERR;
 	uroce_sh_qp_update(qp);
 	qp->comp.deadline = 0;
 	qp->req.wait_until = 0;

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Prepares a fresh Debian 12 machine: installs what uroce needs to build and
 # test (and the stock verbs tools to run over it), builds into ./build, and
-# installs and starts the per-host service, uroced.
-# apt-get needs root:  sudo scripts/setup.sh
+# installs and starts the per-host service, uroced.  It needs root: run by
+# a user, it runs itself again through sudo (and builds as that user).
 set -euo pipefail
-cd "$(dirname "$0")/.."
 
 if [ "$(id -u)" -ne 0 ]; then
-	echo "setup.sh installs packages with apt-get; run it as root: sudo $0" >&2
+	if command -v sudo >/dev/null; then
+		exec sudo -- "$0" "$@"
+	fi
+	echo "setup.sh installs packages with apt-get: run it as root" >&2
 	exit 1
 fi
+cd "$(dirname "$0")/.."
+
 export DEBIAN_FRONTEND=noninteractive
 # tshark asks whether non-root users may capture; answer before installing
 echo "wireshark-common wireshark-common/install-setuid boolean false" |

@@ -63,6 +63,11 @@ cp "$build/service/uroced" "$tmp/uroced"
 cp "$build/tools/uroce" "$tmp/uroce"
 chmod -R a+rX "$tmp"
 export LD_LIBRARY_PATH=$tmp/lib UROCE_PORT=$port UROCE_SERVICE=$tmp/svc
+# A sanitized build's runtimes go only into the stock verbs programs
+# (asv), which load its instrumented libraries; pkill, python and the
+# like run as they are.
+sanitizers=${LD_PRELOAD:-}
+unset LD_PRELOAD
 unset UROCE_SHM UROCE_PCAP UROCE_FAULTS UROCE_CONFIG
 
 fail() {
@@ -79,6 +84,13 @@ as() {
 	shift
 	timeout "$LIMIT" setpriv --reuid="$uid" --regid="$uid" --clear-groups \
 		-- "$@"
+}
+
+# asv UID CMD...: the same for a stock verbs program
+asv() {
+	local uid=$1
+	shift
+	as "$uid" env ${sanitizers:+LD_PRELOAD="$sanitizers"} "$@"
 }
 
 start_service() {
@@ -98,11 +110,11 @@ start_service() {
 pair() {
 	local name=$1 suid=$2 cuid=$3 expect=$4
 	shift 4
-	as "$suid" env UROCE_DEBUG=1 "$@" >"$tmp/$name.server.log" 2>&1 &
+	asv "$suid" env UROCE_DEBUG=1 "$@" >"$tmp/$name.server.log" 2>&1 &
 	local spid=$!
 	sleep 0.3
 	local tries=0
-	until as "$cuid" env UROCE_DEBUG=1 "$@" 127.0.0.1 \
+	until asv "$cuid" env UROCE_DEBUG=1 "$@" 127.0.0.1 \
 		>"$tmp/$name.client.log" 2>&1; do
 		# the server may not listen yet
 		tries=$((tries + 1))
@@ -119,9 +131,9 @@ pair() {
 case $case in
 no_service)
 	# A holds the port in single-user mode (no service in its directory)
-	as "$A" ibv_rc_pingpong -g 0 -p 19501 >"$tmp/holder.log" 2>&1 &
+	asv "$A" ibv_rc_pingpong -g 0 -p 19501 >"$tmp/holder.log" 2>&1 &
 	sleep 0.5
-	if as "$B" ibv_devinfo >"$tmp/second.log" 2>&1; then
+	if asv "$B" ibv_devinfo >"$tmp/second.log" 2>&1; then
 		fail "a second user opened the device while another held the port"
 	fi
 	grep -q "UDP port $port is held by uid $A's programs" "$tmp/second.log" ||
@@ -153,7 +165,7 @@ service)
 		sed 's/.*slot //' | sort | uniq -d | grep -q . &&
 		fail "two processes were given one slot"
 	# a user's same-host segment is closed to the others
-	as "$A" env UROCE_DEBUG=1 ibv_rc_pingpong -g 0 -p 19516 \
+	asv "$A" env UROCE_DEBUG=1 ibv_rc_pingpong -g 0 -p 19516 \
 		>"$tmp/seg.log" 2>&1 &
 	for _ in $(seq 100); do
 		seg=$(ls /dev/shm/uroce.*."$port"."$A".* 2>/dev/null | head -n 1 || true)
@@ -167,7 +179,7 @@ service)
 hostile)
 	start_service
 	# B, the victim's server, waits for its client with its QPs created
-	as "$B" env UROCE_DEBUG=1 ib_write_bw -x 0 -q 4 -n 2000 -p 19521 \
+	asv "$B" env UROCE_DEBUG=1 ib_write_bw -x 0 -q 4 -n 2000 -p 19521 \
 		>"$tmp/victim.server.log" 2>&1 &
 	for _ in $(seq 100); do
 		slot_b=$(sed -n 's/.*served by uroced.*slot //p' \
@@ -221,7 +233,7 @@ s.bind('$fake'); os.chmod('$fake', 0o666); s.listen(); time.sleep($LIMIT)" &
 		[ -S "$fake" ] && break
 		sleep 0.05
 	done
-	if as "$A" env UROCE_SERVICE="$tmp/open" ibv_devinfo \
+	if asv "$A" env UROCE_SERVICE="$tmp/open" ibv_devinfo \
 		>"$tmp/open.log" 2>&1; then
 		fail "a process trusted a service in a directory anybody writes"
 	fi
@@ -236,7 +248,7 @@ s.bind('$fake'); os.chmod('$fake', 0o666); s.listen(); time.sleep($LIMIT)" &
 		fail "the hostile client did not start"
 	[ "$ready" = ready ] || fail "hostile client: $ready $granted"
 	[ "$granted" -eq 16 ] || fail "the service granted $granted of 16"
-	as "$A" env UROCE_DEBUG=1 ib_write_bw -x 0 -q 4 -n 2000 -p 19521 \
+	asv "$A" env UROCE_DEBUG=1 ib_write_bw -x 0 -q 4 -n 2000 -p 19521 \
 		127.0.0.1 >"$tmp/victim.client.log" 2>&1 ||
 		fail "the victim's transfer failed"
 	grep -Eq "^ 65536 +8000 " "$tmp/victim.client.log" ||
@@ -250,7 +262,7 @@ s.bind('$fake'); os.chmod('$fake', 0o666); s.listen(); time.sleep($LIMIT)" &
 	;;
 uroce_cmd)
 	# single-user mode: A's process alone, waiting for a client
-	as "$A" env UROCE_SERVICE=none ibv_rc_pingpong -g 0 -p 19531 \
+	asv "$A" env UROCE_SERVICE=none ibv_rc_pingpong -g 0 -p 19531 \
 		>"$tmp/owner.log" 2>&1 &
 	for _ in $(seq 100); do
 		pid=$(pgrep -u "$A" -x ibv_rc_pingpong || true)

@@ -9,6 +9,10 @@ set -euo pipefail
 
 uroce=$1 port=$2
 here=$(cd "$(dirname "$0")" && pwd)
+# A sanitized build's runtimes go only into ib_write_bw, which loads its
+# instrumented libraries (pgrep and tshark can hang with them preloaded).
+preload=${LD_PRELOAD:+LD_PRELOAD=$LD_PRELOAD}
+unset LD_PRELOAD
 tmp=$(mktemp -d)
 cleanup() {
 	kill $(jobs -p) 2>/dev/null || true
@@ -21,9 +25,11 @@ fail() {
 	exit 1
 }
 
-timeout 60 ib_write_bw -x 0 -p "$port" -D 8 >"$tmp/server.log" 2>&1 &
+timeout 60 env $preload ib_write_bw -x 0 -p "$port" -D 8 \
+	>"$tmp/server.log" 2>&1 &
 sleep 0.5
-timeout 60 ib_write_bw -x 0 -p "$port" -D 8 127.0.0.1 >"$tmp/client.log" 2>&1 &
+timeout 60 env $preload ib_write_bw -x 0 -p "$port" -D 8 127.0.0.1 \
+	>"$tmp/client.log" 2>&1 &
 client_timeout=$!
 
 # both ends up, each with its RC QP ready towards the other

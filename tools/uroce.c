@@ -3,7 +3,6 @@
  * statistic` and ibdump do for a NIC in hardware (src/control.h has the
  * protocol).  A process answers only its own user and root.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
@@ -17,6 +16,8 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <json-c/json.h>
 
 #define UROCE_CTL_NO_INTERNALS
 #include "control.h"
@@ -150,159 +151,31 @@ static int find_processes(long *pids, int max)
 	return n;
 }
 
-/* ---- reading the JSON a process sends (its own, simple form) ------------ */
+/* ---- the answer to stat, read with json-c ----------------------------- */
 
-struct jv {
-	enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } t;
-	char *s;		/* J_STR; also the key of a member */
-	double num;
-	bool b;
-	struct jv *kids;	/* J_ARR, J_OBJ */
-	char **keys;		/* J_OBJ */
-	int n;
-};
-
-static const char *skip(const char *p)
+static struct json_object *get(struct json_object *o, const char *key)
 {
-	while (isspace((unsigned char)*p))
-		p++;
-	return p;
+	struct json_object *v = NULL;
+
+	return json_object_object_get_ex(o, key, &v) ? v : NULL;
 }
 
-static const char *parse(const char *p, struct jv *v);
-
-static const char *parse_str(const char *p, char **out)
+static unsigned long num(struct json_object *o, const char *key)
 {
-	size_t cap = strlen(p) + 1, n = 0;
-	char *s = malloc(cap);
-
-	if (!s || *p++ != '"')
-		goto bad;
-	while (*p && *p != '"') {
-		if (*p == '\\' && p[1] == 'u') {
-			char hex[5] = { 0 };
-
-			for (int i = 0; i < 4; i++)
-				if (!isxdigit((unsigned char)(hex[i] = p[2 + i])))
-					goto bad;
-			s[n++] = (char)strtol(hex, NULL, 16);
-			p += 6;
-		} else if (*p == '\\' && p[1]) {
-			s[n++] = p[1];
-			p += 2;
-		} else {
-			s[n++] = *p++;
-		}
-	}
-	if (*p != '"')
-		goto bad;
-	s[n] = '\0';
-	*out = s;
-	return p + 1;
-bad:
-	free(s);
-	return NULL;
+	return (unsigned long)json_object_get_uint64(get(o, key));
 }
 
-static const char *parse_list(const char *p, struct jv *v, char close,
-			      bool keyed)
+static const char *str(struct json_object *o, const char *key)
 {
-	p = skip(p + 1);
-	while (p && *p != close) {
-		struct jv *k = realloc(v->kids, (v->n + 1) * sizeof(*k));
-		char **keys = keyed ? realloc(v->keys, (v->n + 1) * sizeof(*keys))
-				    : NULL;
+	const char *s = json_object_get_string(get(o, key));
 
-		if (!k || (keyed && !keys))
-			return NULL;
-		v->kids = k;
-		if (keyed) {
-			v->keys = keys;
-			p = parse_str(p, &v->keys[v->n]);
-			p = p ? skip(p) : NULL;
-			if (!p || *p != ':')
-				return NULL;
-			p = skip(p + 1);
-		}
-		memset(&v->kids[v->n], 0, sizeof(*k));
-		p = parse(p, &v->kids[v->n++]);
-		p = p ? skip(p) : NULL;
-		if (p && *p == ',')
-			p = skip(p + 1);
-		else if (p && *p != close)
-			return NULL;
-	}
-	return p ? p + 1 : NULL;
+	return json_object_is_type(get(o, key), json_type_string) && s[0] ? s
+									   : "-";
 }
 
-static const char *parse(const char *p, struct jv *v)
+static void print_human(struct json_object *p)
 {
-	p = skip(p);
-	switch (*p) {
-	case '{':
-		v->t = J_OBJ;
-		return parse_list(p, v, '}', true);
-	case '[':
-		v->t = J_ARR;
-		return parse_list(p, v, ']', false);
-	case '"':
-		v->t = J_STR;
-		return parse_str(p, &v->s);
-	case 't':
-	case 'f':
-		v->t = J_BOOL;
-		v->b = *p == 't';
-		return p + (v->b ? 4 : 5);
-	case 'n':
-		v->t = J_NULL;
-		return p + 4;
-	default: {
-		char *end;
-
-		v->t = J_NUM;
-		v->num = strtod(p, &end);
-		return end == p ? NULL : end;
-	}
-	}
-}
-
-static void jv_free(struct jv *v)
-{
-	for (int i = 0; i < v->n; i++) {
-		jv_free(&v->kids[i]);
-		if (v->keys)
-			free(v->keys[i]);
-	}
-	free(v->kids);
-	free(v->keys);
-	free(v->s);
-}
-
-static const struct jv *get(const struct jv *o, const char *key)
-{
-	static const struct jv none = { .t = J_NULL };
-
-	for (int i = 0; o->t == J_OBJ && i < o->n; i++)
-		if (!strcmp(o->keys[i], key))
-			return &o->kids[i];
-	return &none;
-}
-
-static unsigned long num(const struct jv *o, const char *key)
-{
-	return (unsigned long)get(o, key)->num;
-}
-
-static const char *str(const struct jv *o, const char *key)
-{
-	const struct jv *v = get(o, key);
-
-	return v->t == J_STR && v->s[0] ? v->s : "-";
-}
-
-static void print_human(const struct jv *p)
-{
-	const struct jv *c = get(p, "counters"), *qps = get(p, "qps");
+	struct json_object *qps = get(p, "qps");
 	int col = 2, shown = 0;
 
 	printf("pid %lu  %s  uid %lu  port %lu  slot %lu  %s  capture %s  "
@@ -310,14 +183,14 @@ static void print_human(const struct jv *p)
 	       num(p, "port"), num(p, "slot"), str(p, "mode"),
 	       str(p, "capture"), str(p, "faults"));
 	printf(" ");
-	for (int i = 0; c->t == J_OBJ && i < c->n; i++) {
+	json_object_object_foreach(get(p, "counters"), name, value) {
 		char item[96];
 		int n;
 
-		if (!c->kids[i].num)
+		if (!json_object_get_uint64(value))
 			continue;
-		n = snprintf(item, sizeof(item), " %s %.0f", c->keys[i],
-			     c->kids[i].num);
+		n = snprintf(item, sizeof(item), " %s %llu", name,
+			     (unsigned long long)json_object_get_uint64(value));
 		if (col + n > 78) {
 			printf("\n ");
 			col = 2;
@@ -331,11 +204,11 @@ static void print_human(const struct jv *p)
 	printf("\n  %-9s %-7s %-5s %-26s %-9s %-9s %-9s %-9s %5s %s\n", "QPN",
 	       "TYPE", "STATE", "PEER", "DEST_QPN", "SQ_PSN", "UNACKED",
 	       "RQ_PSN", "WQES", "SAME-HOST");
-	for (int i = 0; qps->t == J_ARR && i < qps->n; i++) {
-		const struct jv *q = &qps->kids[i];
+	for (size_t i = 0; i < json_object_array_length(qps); i++) {
+		struct json_object *q = json_object_array_get_idx(qps, i);
 		char dest[16] = "-";
 
-		if (get(q, "dest_qpn")->t == J_NUM)
+		if (get(q, "dest_qpn"))
 			snprintf(dest, sizeof(dest), "%#lx",
 				 num(q, "dest_qpn"));
 		printf("  %#-9lx %-7s %-5s %-26s %-9s %#-9lx %#-9lx %#-9lx %5lu "
@@ -343,7 +216,8 @@ static void print_human(const struct jv *p)
 		       str(q, "peer"), dest, num(q, "sq_psn"),
 		       num(q, "unacked_psn"), num(q, "rq_psn"),
 		       num(q, "outstanding_wqes"),
-		       get(q, "same_host")->b ? "yes" : "no");
+		       json_object_get_boolean(get(q, "same_host")) ? "yes"
+								     : "no");
 	}
 }
 
@@ -354,8 +228,8 @@ static int stat_once(long *pids, int n, bool explicit, bool json)
 	if (json)
 		printf("[");
 	for (int i = 0; i < n; i++) {
+		struct json_object *v = NULL;
 		char *body;
-		struct jv v = { 0 };
 
 		if (request(pids[i], "stat", &body, !explicit)) {
 			failed++;
@@ -363,16 +237,17 @@ static int stat_once(long *pids, int n, bool explicit, bool json)
 		}
 		if (json) {
 			printf("%s%s", shown ? ",\n" : "\n", body);
-		} else if (parse(body, &v)) {
+		} else if ((v = json_tokener_parse(body)) &&
+			   json_object_is_type(v, json_type_object)) {
 			if (shown)
 				printf("\n");
-			print_human(&v);
+			print_human(v);
 		} else {
 			fprintf(stderr, "uroce: process %ld: unreadable "
 				"answer\n", pids[i]);
 			failed++;
 		}
-		jv_free(&v);
+		json_object_put(v);
 		free(body);
 		shown++;
 	}

@@ -22,7 +22,7 @@ apt-get update
 apt-get install -y build-essential clang cmake pkg-config libibverbs-dev libisal-dev \
 	libcmocka-dev ibverbs-utils perftest rdmacm-utils librdmacm-dev qperf fio \
 	tshark tcpdump python3 python3-scapy iproute2 python3-pyverbs libfabric-bin \
-	ucx-utils openmpi-bin libopenmpi-dev nftables
+	ucx-utils openmpi-bin libopenmpi-dev nftables libjson-c-dev procps passwd
 
 # UCX takes an RDMA device only if /dev/infiniband/<its dev_name> is a
 # character device the user may read and write.  uroce0 has no kernel

@@ -89,14 +89,19 @@ static bool same_pair(const struct steer *s, const union uroce_sockaddr *self,
 	       !memcmp(&s->peer, peer, sizeof(*peer));
 }
 
+static void close_family(int fds[SVC_TX_PER_FAMILY])
+{
+	for (unsigned i = 0; i < SVC_TX_PER_FAMILY; i++) {
+		if (fds[i] >= 0)
+			close(fds[i]);
+		fds[i] = -1;
+	}
+}
+
 static void close_tx(int tx[2][SVC_TX_PER_FAMILY])
 {
-	for (unsigned f = 0; f < 2; f++)
-		for (unsigned i = 0; i < SVC_TX_PER_FAMILY; i++) {
-			if (tx[f][i] >= 0)
-				close(tx[f][i]);
-			tx[f][i] = -1;
-		}
+	close_family(tx[0]);
+	close_family(tx[1]);
 }
 
 static void client_drop(struct client *c)
@@ -139,11 +144,7 @@ static int make_tx(unsigned slot, int tx[2][SVC_TX_PER_FAMILY],
 		else if (f == 1 && (err == -EAFNOSUPPORT ||
 				    err == -EADDRNOTAVAIL)) {
 			/* a host without IPv6 */
-			for (unsigned i = 0; i < SVC_TX_PER_FAMILY; i++) {
-				if (tx[1][i] >= 0)
-					close(tx[1][i]);
-				tx[1][i] = -1;
-			}
+			close_family(tx[1]);
 			err = 0;
 			break;
 		}

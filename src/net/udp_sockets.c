@@ -103,6 +103,30 @@ int udp_rx_socket(int family, uint16_t port, int *out)
 	return rx_socket_at(&a, NULL, out);
 }
 
+/* A receive socket bound to self and connected to peer's address and port,
+ * with a filter if given.  A connected socket scores above the shared ones
+ * in the kernel's lookup; connecting never blocks or sends anything for
+ * UDP. */
+static int connected_rx_socket(const union uroce_sockaddr *self,
+			       const union uroce_sockaddr *peer,
+			       const struct sock_fprog *filter, int *out)
+{
+	int fd, err;
+
+	if (self->sa.sa_family != peer->sa.sa_family)
+		return -EAFNOSUPPORT;
+	err = rx_socket_at(self, filter, &fd);
+	if (err)
+		return err;
+	if (connect(fd, &peer->sa, addr_len(peer->sa.sa_family))) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	*out = fd;
+	return 0;
+}
+
 /* uroced: a receive socket for one process, bound to self and connected to
  * peer, that takes only packets for the QPs of slot (DestQP's top bits). */
 int udp_steer_socket(const union uroce_sockaddr *self,
@@ -124,20 +148,8 @@ int udp_steer_socket(const union uroce_sockaddr *self,
 	};
 	const struct sock_fprog prog = { .len = ARRAY_SIZE(code),
 					 .filter = code };
-	int fd, err;
 
-	if (self->sa.sa_family != peer->sa.sa_family)
-		return -EAFNOSUPPORT;
-	err = rx_socket_at(self, &prog, &fd);
-	if (err)
-		return err;
-	if (connect(fd, &peer->sa, addr_len(peer->sa.sa_family))) {
-		err = -errno;
-		close(fd);
-		return err;
-	}
-	*out = fd;
-	return 0;
+	return connected_rx_socket(self, peer, &prog, out);
 }
 
 /* ---- per-QP handles and shared sockets ----------------------------------- */
@@ -392,17 +404,10 @@ int udp_steer(struct uroce_nic *nic, int tx,
 	fd = shared_get(p, &key);
 	err = 0;
 	if (fd < 0) {
-		if (p->svc_fd >= 0) {
-			err = udp_svc_steer(p, self, &from, &fd);
-		} else {
-			err = rx_socket_at(self, NULL, &fd);
-			/* A socket connected to the peer's address and port
-			 * scores above the shared ones in the kernel's lookup.
-			 * Connecting never blocks or sends anything for UDP. */
-			if (!err && connect(fd, &from.sa,
-					    addr_len(from.sa.sa_family)))
-				err = -errno;
-		}
+		/* served: the service makes it, filtered to our QPs */
+		err = p->svc_fd >= 0 ? udp_svc_steer(p, self, &from, &fd)
+				     : connected_rx_socket(self, &from, NULL,
+							   &fd);
 		if (!err)
 			err = udp_rx_watch(p, fd, RX_UDP);
 		if (!err)

@@ -79,10 +79,10 @@ else
 		>/run/uroce/uroced.log 2>&1 </dev/null
 fi
 for _ in $(seq 50); do
-	ls /run/uroce/uroced.* >/dev/null 2>&1 && break
+	ls /run/uroce/uroced.*.* >/dev/null 2>&1 && break
 	sleep 0.1
 done
-if ls /run/uroce/uroced.* >/dev/null 2>&1; then
+if ls /run/uroce/uroced.*.* >/dev/null 2>&1; then
 	echo "uroced serves UDP port 4791 for every user of this host"
 else
 	echo "warning: uroced did not start (see journalctl -u uroced or" \

@@ -321,7 +321,7 @@ CMA_EXPORT int rdma_listen(struct rdma_cm_id *cm_id, int backlog)
 		backlog = CMA_DEFAULT_BACKLOG;
 	err = -uroce_cm_listen(id->cm, backlog);
 	if (!err)
-		id->state = CMA_LISTEN;
+		cma_set_state(id, CMA_LISTEN);
 	return cma_errno(err);
 }
 

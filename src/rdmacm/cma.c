@@ -199,6 +199,13 @@ struct cma_event *cma_event_new(struct cma_id *id, enum rdma_cm_event_type t,
 	return ev;
 }
 
+void cma_set_state(struct cma_id *id, enum cma_state state)
+{
+	pthread_mutex_lock(&cma_lock);
+	id->state = state;
+	pthread_mutex_unlock(&cma_lock);
+}
+
 void cma_queue(struct cma_event *ev)
 {
 	struct cma_channel *chan = ev->id_priv->chan;

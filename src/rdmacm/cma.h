@@ -151,6 +151,11 @@ int cma_errno(int err);			/* -errno -> -1 with errno set */
 struct cma_event *cma_event_new(struct cma_id *id, enum rdma_cm_event_type t,
 				int status);
 void cma_queue(struct cma_event *ev);	/* cma_lock held */
+/* Sets the state of an id whose events may already arrive (the receiving
+ * thread moves it on too, under cma_lock).  The state a message leads to
+ * is set before the message goes: its answer may arrive before the send
+ * call returns. */
+void cma_set_state(struct cma_id *id, enum cma_state state);
 void cma_queue_event(struct cma_id *id, enum rdma_cm_event_type type,
 		     int status);
 struct cma_id *cma_id_new(struct cma_channel *chan, void *context,

@@ -311,16 +311,6 @@ CMA_EXPORT void rdma_destroy_qp(struct rdma_cm_id *cm_id)
 
 /* ---- the active side ----------------------------------------------------- */
 
-/* The state a message leads to is set before the message goes: its answer
- * may arrive (and move the id on, in the receiving thread) before the send
- * call returns. */
-static void set_state(struct cma_id *id, enum cma_state state)
-{
-	pthread_mutex_lock(&cma_lock);
-	id->state = state;
-	pthread_mutex_unlock(&cma_lock);
-}
-
 /* 255 stands for the device's most; more than that is an error. */
 static int resources(const struct cma_id *id, unsigned asked, int max,
 		     uint8_t *out)
@@ -354,7 +344,7 @@ static int connect_ud(struct cma_id *id, struct rdma_conn_param *param)
 		memcpy(data + CMA_HDR_LEN, param->private_data, len);
 	p.private_data = data;
 	p.private_data_len = CMA_HDR_LEN + len;
-	set_state(id, CMA_CONNECT);
+	cma_set_state(id, CMA_CONNECT);
 	return -uroce_cm_send_sidr_req(id->cm, &p);
 }
 
@@ -419,12 +409,12 @@ CMA_EXPORT int rdma_connect(struct rdma_cm_id *cm_id,
 		p.max_cm_retries = CMA_MAX_CM_RETRIES;
 		p.private_data = data;
 		p.private_data_len = CMA_HDR_LEN + len;
-		set_state(id, CMA_CONNECT);
+		cma_set_state(id, CMA_CONNECT);
 		err = -uroce_cm_send_req(id->cm, &p);
 	}
 	if (err) {
 		if (id->state == CMA_CONNECT)
-			set_state(id, CMA_ROUTE_RESOLVED);
+			cma_set_state(id, CMA_ROUTE_RESOLVED);
 		return cma_errno(err);
 	}
 	return cma_complete(id);
@@ -442,13 +432,13 @@ int cma_process_conn_resp(struct cma_id *id, struct cma_event *ev)
 	}
 	err = qp_connect(id);
 	if (!err) {
-		set_state(id, CMA_ESTABLISHED);
+		cma_set_state(id, CMA_ESTABLISHED);
 		err = -uroce_cm_send_rtu(id->cm, NULL, 0);
 	}
 	if (err) {
 		uroce_cm_send_rej(id->cm, UROCE_CM_REJ_CONSUMER_DEFINED, NULL, 0);
 		qp_to_error(id);
-		set_state(id, CMA_ERROR);
+		cma_set_state(id, CMA_ERROR);
 		ev->event.event = RDMA_CM_EVENT_CONNECT_ERROR;
 		ev->event.status = -err;
 		return 0;
@@ -464,10 +454,10 @@ CMA_EXPORT int rdma_establish(struct rdma_cm_id *cm_id)
 
 	if (!cm_id || id->state != CMA_CONNECT_RESPONSE)
 		return cma_errno(EINVAL);
-	set_state(id, CMA_ESTABLISHED);
+	cma_set_state(id, CMA_ESTABLISHED);
 	err = -uroce_cm_send_rtu(id->cm, NULL, 0);
 	if (err)
-		set_state(id, CMA_CONNECT_RESPONSE);
+		cma_set_state(id, CMA_CONNECT_RESPONSE);
 	return cma_errno(err);
 }
 
@@ -497,7 +487,7 @@ CMA_EXPORT int rdma_accept(struct rdma_cm_id *cm_id,
 			return cma_errno(EINVAL);
 		err = -uroce_cm_send_sidr_rep(id->cm, &p);
 		if (!err)
-			id->state = CMA_ESTABLISHED;
+			cma_set_state(id, CMA_ESTABLISHED);
 		return cma_errno(err);
 	}
 	/* 255 (or no parameters) takes what the peer offers, as far as the
@@ -536,14 +526,14 @@ CMA_EXPORT int rdma_accept(struct rdma_cm_id *cm_id,
 			.private_data_len = len,
 		};
 
-		set_state(id, CMA_ACCEPTED);
+		cma_set_state(id, CMA_ACCEPTED);
 		err = -uroce_cm_send_rep(id->cm, &p);
 	}
 	if (err) {
 		/* the kernel's rdma_accept failure path: refuse the peer */
 		qp_to_error(id);
 		uroce_cm_send_rej(id->cm, UROCE_CM_REJ_CONSUMER_DEFINED, NULL, 0);
-		set_state(id, CMA_ERROR);
+		cma_set_state(id, CMA_ERROR);
 		return cma_errno(err);
 	}
 	return cma_complete(id);
@@ -572,7 +562,7 @@ CMA_EXPORT int rdma_reject(struct rdma_cm_id *cm_id, const void *data,
 						     data, len);
 	}
 	if (!err)
-		id->state = CMA_ERROR;
+		cma_set_state(id, CMA_ERROR);
 	return cma_errno(err);
 }
 
@@ -756,7 +746,10 @@ int cma_cm_handler(struct uroce_cm_id *cm, const struct uroce_cm_event *ev,
 {
 	struct cma_id *id = context;
 	struct cma_event *e = NULL;
-	enum cma_state next = id->state;
+	/* the state the event leads to; the application's threads change
+	 * id->state too (under cma_lock), so it is read only under it */
+	bool move = true;
+	enum cma_state next = CMA_ERROR, now;
 
 	(void)cm;
 	switch (ev->type) {
@@ -806,29 +799,29 @@ int cma_cm_handler(struct uroce_cm_id *cm, const struct uroce_cm_event *ev,
 		break;
 	case UROCE_CM_DREQ_RECEIVED:
 		pthread_mutex_lock(&cma_lock);
-		if (id->state == CMA_DISCONNECT) {
+		now = id->state;
+		if (now != CMA_DISCONNECT)
+			id->dreq_received = true;
+		pthread_mutex_unlock(&cma_lock);
+		if (now == CMA_DISCONNECT) {
 			/* our DREQ crossed the peer's: answer it, we are
 			 * done */
-			pthread_mutex_unlock(&cma_lock);
 			uroce_cm_send_drep(id->cm, NULL, 0);
 			e = event_for(id, RDMA_CM_EVENT_DISCONNECTED, 0, ev, 0);
-		} else {
-			id->dreq_received = true;
-			pthread_mutex_unlock(&cma_lock);
-			if (id->state == CMA_ESTABLISHED ||
-			    id->state == CMA_ACCEPTED ||
-			    id->state == CMA_CONNECT_RESPONSE)
-				e = event_for(id, RDMA_CM_EVENT_DISCONNECTED,
-					      0, ev, 0);
+		} else if (now == CMA_ESTABLISHED || now == CMA_ACCEPTED ||
+			   now == CMA_CONNECT_RESPONSE) {
+			e = event_for(id, RDMA_CM_EVENT_DISCONNECTED, 0, ev, 0);
 		}
 		next = CMA_DISCONNECT;
 		break;
 	case UROCE_CM_DREP_RECEIVED:
 	case UROCE_CM_DREQ_ERROR:
 		e = event_for(id, RDMA_CM_EVENT_DISCONNECTED, ev->status, ev, 0);
+		move = false;
 		break;
 	case UROCE_CM_TIMEWAIT_EXIT:
 		e = event_for(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0, ev, 0);
+		move = false;
 		break;
 	case UROCE_CM_SIDR_REP_RECEIVED:
 		if (ev->status) {
@@ -857,7 +850,7 @@ int cma_cm_handler(struct uroce_cm_id *cm, const struct uroce_cm_event *ev,
 		break;
 	}
 	pthread_mutex_lock(&cma_lock);
-	if (id->state != CMA_DISCONNECT || next == CMA_DISCONNECT)
+	if (move && (id->state != CMA_DISCONNECT || next == CMA_DISCONNECT))
 		id->state = next;
 	if (e)
 		cma_queue(e);

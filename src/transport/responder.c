@@ -16,22 +16,7 @@ enum { RESP_TX_BATCH = 16 };
 
 /* ---- target memory --------------------------------------------------------
  * A peer's WRITEs, atomics and READs reach the target's memory through these
- * functions alone, as a NIC's DMA would.  The target application orders its
- * own accesses to that memory with them through the peer (it fills memory
- * and tells the peer, which posts; the peer's completion, then a message
- * back, says the data has landed): a chain through another process, or a
- * datagram, that ThreadSanitizer cannot follow.  It would report every word
- * as a race, and the reports alone, suppressed or not, would take minutes,
- * so under TSan these accesses go unchecked, as a device's would. */
-#ifdef UROCE_TSAN
-void __tsan_ignore_thread_begin(void);
-void __tsan_ignore_thread_end(void);
-#define DMA_BEGIN() __tsan_ignore_thread_begin()
-#define DMA_END() __tsan_ignore_thread_end()
-#else
-#define DMA_BEGIN() ((void)0)
-#define DMA_END() ((void)0)
-#endif
+ * functions alone, as a NIC's DMA would (DMA_BEGIN, transport.h). */
 
 /* The last byte goes last: pollers such as ib_write_lat watch it to learn
  * that the whole message has landed. */

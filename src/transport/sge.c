@@ -37,8 +37,10 @@ void uroce_sge_scatter(const struct uroce_sge *sge, uint32_t num_sge,
 	struct iovec iov[UROCE_MAX_SGE];
 	unsigned n = uroce_sge_gather(iov, sge, num_sge, offset, len);
 
+	DMA_BEGIN();
 	for (unsigned i = 0; i < n; i++) {
 		memcpy(iov[i].iov_base, data, iov[i].iov_len);
 		data += iov[i].iov_len;
 	}
+	DMA_END();
 }

@@ -52,6 +52,26 @@ static inline bool uroce_wqe_is_local(const struct uroce_send_wqe *wqe)
 	return wqe->opcode == IBV_WR_BIND_MW || wqe->opcode == IBV_WR_LOCAL_INV;
 }
 
+/* Accesses to application memory on the peer's behalf, as a NIC's DMA: a
+ * peer's WRITEs, atomics and READs, and the data placed in receive buffers
+ * and READ responses.  The application orders its own accesses to that
+ * memory with them through the peer (it fills memory and tells the peer,
+ * which posts; the peer's completion, then a message back, says the data
+ * has landed) or not at all (a buffer posted to several receives at once):
+ * a chain through another process, or a datagram, that ThreadSanitizer
+ * cannot follow.  It would report every word as a race, and the reports
+ * alone, suppressed or not, would take minutes, so under TSan these
+ * accesses go unchecked, as a device's would. */
+#ifdef UROCE_TSAN
+void __tsan_ignore_thread_begin(void);
+void __tsan_ignore_thread_end(void);
+#define DMA_BEGIN() __tsan_ignore_thread_begin()
+#define DMA_END() __tsan_ignore_thread_end()
+#else
+#define DMA_BEGIN() ((void)0)
+#define DMA_END() ((void)0)
+#endif
+
 /* requester.c, called with qp->sq_lock held */
 void uroce_req_progress(struct uroce_qp *qp);
 /* sge.c: [offset, offset + len) of a scatter/gather list as iovecs (returns

@@ -12,7 +12,7 @@
 #define UROCE_CONTROL_H
 
 #define UROCE_CTL_PREFIX "uroce-ctl."
-enum { UROCE_CTL_REQ_MAX = 4096, UROCE_CTL_TIMEOUT_MS = 2000 };
+enum { UROCE_CTL_REQ_MAX = 4096, UROCE_CTL_TIMEOUT_MS = 5000 };
 
 #ifndef UROCE_CTL_NO_INTERNALS
 #include "uroce.h"

@@ -333,6 +333,10 @@ struct uroce_nic {
 	struct uroce_qp *acks_owed[UROCE_RX_BATCH];
 	unsigned n_acks_owed;
 	pthread_mutex_t rx_lock;	/* one receiver at a time keeps order */
+	/* uroce_engine_call()s waiting for rx_lock: the engine and pollers,
+	 * which retake it the moment they drop it (a mutex is not fair),
+	 * stand aside for them */
+	atomic_uint rx_callers;
 	atomic_uint engine_seq;		/* odd while touching QPs/MRs */
 
 	/* reliable QPs with packets unacknowledged: they share the

@@ -117,7 +117,11 @@ static int request(long pid, const char *req, char **out, bool quiet)
 	*out = buf;
 	return 0;
 io:
-	if (!quiet)
+	if (!quiet && (errno == EAGAIN || errno == EWOULDBLOCK))
+		fprintf(stderr, "uroce: process %ld: no answer within %d s "
+			"(stopped, or too busy)\n", pid,
+			UROCE_CTL_TIMEOUT_MS / 1000);
+	else if (!quiet)
 		fprintf(stderr, "uroce: process %ld: %s\n", pid,
 			strerror(errno));
 fail:

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
@@ -32,6 +33,10 @@
 #define ENGINE_ONE_SIDED_RECENT_NS 1000000000ull
 /* Datagrams handled before the timers get a look, bounding their lateness. */
 #define ENGINE_RX_BUDGET UROCE_RX_BATCH
+/* Times the engine yields to a waiting uroce_engine_call() before it takes
+ * rx_lock anyway: the caller, woken as the lock drops, gets it within a
+ * yield or two; the bound keeps a caller that sleeps from stalling us. */
+#define ENGINE_CALLER_YIELDS 64
 
 static const uint32_t rnr_timer_us[32] = {
 	655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960,
@@ -215,6 +220,9 @@ static void *engine_main(void *arg)
 		     ((left || nic->cfg->spin) && !data)))
 			continue;
 
+		for (unsigned i = 0; i < ENGINE_CALLER_YIELDS &&
+				     atomic_load(&nic->rx_callers); i++)
+			sched_yield();
 		pthread_mutex_lock(&nic->rx_lock);
 		engine_enter(nic);
 		if (uroce_now_ns() - atomic_load(&nic->app_poll_ns) >=
@@ -241,7 +249,8 @@ void uroce_engine_poll(struct uroce_nic *nic)
 	atomic_store(&nic->app_poll_ns, now);
 	uroce_sh_note_poll(nic, now);
 	/* Whoever holds rx_lock is already receiving: nothing to add. */
-	if (pthread_mutex_trylock(&nic->rx_lock))
+	if (atomic_load_explicit(&nic->rx_callers, memory_order_relaxed) ||
+	    pthread_mutex_trylock(&nic->rx_lock))
 		return;
 	engine_enter(nic);
 	/* last time's ACKs: our replies, if any, have gone ahead of them */
@@ -257,7 +266,9 @@ void uroce_engine_poll(struct uroce_nic *nic)
 void uroce_engine_call(struct uroce_nic *nic,
 		       void (*fn)(struct uroce_nic *nic, void *arg), void *arg)
 {
+	atomic_fetch_add(&nic->rx_callers, 1);
 	pthread_mutex_lock(&nic->rx_lock);
+	atomic_fetch_sub(&nic->rx_callers, 1);
 	engine_enter(nic);
 	fn(nic, arg);
 	engine_leave(nic);

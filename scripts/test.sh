@@ -4,10 +4,12 @@
 # each; then builds the libFuzzer harnesses with clang (build-fuzz/) and
 # runs their ctest entries (label fuzz: the committed inputs, and a bounded
 # time of fuzzing each), and builds with ThreadSanitizer (build-tsan/) to
-# run the unit, RC and soak tests, where the engine thread meets the
-# application's (not rc.faults.*: their kills race retry budgets that
-# TSan's slowdown exhausts; they run in the other two builds).  Every build is tested even if an earlier one fails; the
-# exit status is non-zero if any did.
+# run the suite again where the engine thread meets the application's and
+# the connection manager's, but for the middleware (UCX crashes in its own
+# code under TSan's runtime, and pyverbs' suite outlasts any budget) and
+# the 1000-QP ib_send_bw, whose retry budget TSan's slowdown exhausts;
+# both run in the other two builds.  Every build is tested even if an
+# earlier one fails; the exit status is non-zero if any did.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,11 +32,11 @@ CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	cmake --build build-fuzz -j "$(nproc)" --target fuzz &&
 	(cd build-fuzz && ctest -L fuzz -j "$(nproc)" --output-on-failure) ||
 	status=1
-echo "=== build-tsan: configure, build, unit, RC and soak tests"
+echo "=== build-tsan: configure, build, test (not the middleware)"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUROCE_TSAN=ON &&
 	cmake --build build-tsan -j "$(nproc)" &&
-	(cd build-tsan && ctest -L 'unit|rc|soak' -E '^rc\.faults\.' \
-		--output-on-failure) ||
+	(cd build-tsan && ctest -LE middleware \
+		-E '^tools\.ib_send_bw\.1000qps$' --output-on-failure) ||
 	status=1
 if [ "$status" -eq 0 ]; then
 	echo "=== all tests passed in build/, build-asan/, build-fuzz/ and build-tsan/"

@@ -120,6 +120,18 @@ else
 	linebuf=()
 fi
 
+# A sanitized build's runtimes (UROCE_TEST_PRELOAD, from ctest) go into the
+# programs under test only, not into a script (bash crashes under
+# ThreadSanitizer's): a script preloads them into its programs itself.
+# preload_for <command>: $preload, the prefix that preloads them, if any
+preload_for() {
+	preload=()
+	if [ -n "${UROCE_TEST_PRELOAD:-}" ] &&
+	   [ "$(head -c 2 "$(command -v "$1")" 2>/dev/null)" != '#!' ]; then
+		preload=(env "LD_PRELOAD=$UROCE_TEST_PRELOAD")
+	fi
+}
+
 dir=$(mktemp -d)
 server_pid=
 cleanup() {
@@ -201,7 +213,8 @@ check() {
 run_timed() {
 	local out=$1 t0=$EPOCHREALTIME
 	shift
-	timeout -k 5 "$limit" "${linebuf[@]}" "$@" >"$out" 2>&1
+	preload_for "$1"
+	timeout -k 5 "$limit" "${preload[@]}" "${linebuf[@]}" "$@" >"$out" 2>&1
 	status=$?
 	secs=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
 }
@@ -236,7 +249,9 @@ if [ -n "$cm_port" ] && cm_claimed "$cm_port"; then
 	exit 1
 fi
 for ((round = 1; ; round++)); do
-	timeout -k 5 "$limit" "${linebuf[@]}" "${server[@]}" >"$dir/server" 2>&1 &
+	preload_for "${server[0]}"
+	timeout -k 5 "$limit" "${preload[@]}" "${linebuf[@]}" "${server[@]}" \
+		>"$dir/server" 2>&1 &
 	server_pid=$!
 
 	# Bounded wait (10 s, or 20 s for a TCP port) for the server to get ready.

@@ -19,7 +19,9 @@ cp -r "$src"/. "$work"/
 find "$work" -name '*.gz' -exec gunzip -f {} +
 # Debian's python3 (a pyenv one earlier in PATH has no pyverbs)
 out=$work/output
-timeout 600 /usr/bin/python3 "$work/run_tests.py" --dev uroce0 -v >"$out" 2>&1
+# (a sanitized build's runtimes, UROCE_TEST_PRELOAD, into python only)
+timeout 600 env ${UROCE_TEST_PRELOAD:+LD_PRELOAD=$UROCE_TEST_PRELOAD} \
+	/usr/bin/python3 "$work/run_tests.py" --dev uroce0 -v >"$out" 2>&1
 status=$?
 ran=$(grep -a -oE '^Ran [0-9]+ tests' "$out" | grep -oE '[0-9]+')
 skipped=$(grep -a -cE "\.\.\. skipped" "$out")

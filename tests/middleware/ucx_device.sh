@@ -9,7 +9,8 @@ if [ ! -c "$node" ] || [ ! -r "$node" ] || [ ! -w "$node" ]; then
 		"UCX ignores uroce0 without it; run: sudo scripts/setup.sh"
 	exit 1
 fi
-out=$(timeout 60 ucx_info -d 2>&1)
+out=$(timeout 60 env ${UROCE_TEST_PRELOAD:+LD_PRELOAD=$UROCE_TEST_PRELOAD} \
+	ucx_info -d 2>&1)
 status=$?
 for tl in rc_verbs ud_verbs; do
 	if ! printf '%s\n' "$out" |

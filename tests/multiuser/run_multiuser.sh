@@ -63,11 +63,10 @@ cp "$build/service/uroced" "$tmp/uroced"
 cp "$build/tools/uroce" "$tmp/uroce"
 chmod -R a+rX "$tmp"
 export LD_LIBRARY_PATH=$tmp/lib UROCE_PORT=$port UROCE_SERVICE=$tmp/svc
-# A sanitized build's runtimes go only into the stock verbs programs
-# (asv), which load its instrumented libraries; pkill, python and the
-# like run as they are.
-sanitizers=${LD_PRELOAD:-}
-unset LD_PRELOAD
+# A sanitized build's runtimes (UROCE_TEST_PRELOAD, from ctest) go only
+# into the stock verbs programs (asv), which load its instrumented
+# libraries; bash, pkill, python and the like run as they are.
+sanitizers=${UROCE_TEST_PRELOAD:-}
 unset UROCE_SHM UROCE_PCAP UROCE_FAULTS UROCE_CONFIG
 
 fail() {
@@ -106,15 +105,17 @@ start_service() {
 }
 
 # pair NAME SERVER_UID CLIENT_UID EXPECT CMD...: CMD as server, then as
-# client against 127.0.0.1; both must succeed and print EXPECT
+# client against 127.0.0.1; both must succeed and print EXPECT.  CMD runs
+# by asv, or by $PAIR_RUN (as, for a shell that preloads the runtimes
+# into its program itself).
 pair() {
-	local name=$1 suid=$2 cuid=$3 expect=$4
+	local name=$1 suid=$2 cuid=$3 expect=$4 run=${PAIR_RUN:-asv}
 	shift 4
-	asv "$suid" env UROCE_DEBUG=1 "$@" >"$tmp/$name.server.log" 2>&1 &
+	"$run" "$suid" env UROCE_DEBUG=1 "$@" >"$tmp/$name.server.log" 2>&1 &
 	local spid=$!
 	sleep 0.3
 	local tries=0
-	until asv "$cuid" env UROCE_DEBUG=1 "$@" 127.0.0.1 \
+	until "$run" "$cuid" env UROCE_DEBUG=1 "$@" 127.0.0.1 \
 		>"$tmp/$name.client.log" 2>&1; do
 		# the server may not listen yet
 		tries=$((tries + 1))
@@ -148,9 +149,10 @@ service)
 	start_service
 	pair rc "$A" "$B" "^1000 iters in " ibv_rc_pingpong -g 0 -p 19511
 	pair ud "$A" "$B" "^1000 iters in " ibv_ud_pingpong -g 0 -p 19512
-	pair cm "$A" "$B" "ping data: rdma-ping-19: " sh -c \
-		'exec rping ${1:+-c -a "$1"} ${1:--s -a 127.0.0.1} -p 19513 -v -V -C 20' \
-		rping
+	PAIR_RUN=as pair cm "$A" "$B" "ping data: rdma-ping-19: " sh -c \
+		'exec env ${1:+LD_PRELOAD="$1"} rping ${2:+-c -a "$2"} \
+			${2:--s -a 127.0.0.1} -p 19513 -v -V -C 20' \
+		rping "$sanitizers"
 	pair qps "$A" "$B" "^ 65536 +16000 " ib_write_bw -x 0 -q 8 -n 2000 \
 		-p 19514
 	# across users the same-host path is refused (another user's

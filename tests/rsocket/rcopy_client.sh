@@ -9,6 +9,7 @@ mkdir -p "$dir"
 src=$dir/rcopy.$port.src dst=$dir/rcopy.$port.dst
 rm -f "$dst"
 head -c "$size" /dev/urandom >"$src"
-rcopy "$src" "127.0.0.1:$dst" -p "$port"
+env ${UROCE_TEST_PRELOAD:+LD_PRELOAD=$UROCE_TEST_PRELOAD} \
+	rcopy "$src" "127.0.0.1:$dst" -p "$port"
 cmp "$src" "$dst"
 echo "rcopy_client: $size bytes copied intact"

@@ -9,10 +9,10 @@ set -euo pipefail
 
 uroce=$1 port=$2
 here=$(cd "$(dirname "$0")" && pwd)
-# A sanitized build's runtimes go only into ib_write_bw, which loads its
-# instrumented libraries (pgrep and tshark can hang with them preloaded).
-preload=${LD_PRELOAD:+LD_PRELOAD=$LD_PRELOAD}
-unset LD_PRELOAD
+# A sanitized build's runtimes (UROCE_TEST_PRELOAD, from ctest) go only
+# into ib_write_bw, which loads its instrumented libraries (pgrep and
+# tshark can hang with them preloaded).
+preload=${UROCE_TEST_PRELOAD:+LD_PRELOAD=$UROCE_TEST_PRELOAD}
 tmp=$(mktemp -d)
 cleanup() {
 	kill $(jobs -p) 2>/dev/null || true
@@ -22,6 +22,9 @@ cleanup() {
 trap cleanup EXIT
 fail() {
 	echo "FAIL: $*" >&2
+	for f in "$tmp"/server.log "$tmp"/client.log; do
+		[ -f "$f" ] && { echo "--- $f"; tail -n 60 "$f"; } >&2
+	done
 	exit 1
 }
 

@@ -72,6 +72,9 @@ enum uroce_params {
 	/* packets per receive call: room for 16 GRO datagrams of up to 64
 	 * segments each */
 	UROCE_RX_BATCH = 1024,
+	/* IPv4 senders whose identification habit is remembered
+	 * (transport/receive.c): 2^8, hashed by address */
+	UROCE_ID_HABITS_LOG2 = 8,
 	UROCE_TX_BATCH = 64,		/* datagrams per sendmmsg */
 	UROCE_MAX_HDR = 64,		/* largest header stack we build */
 	UROCE_GRH_LEN = 40,		/* UD: GRH area ahead of each message */

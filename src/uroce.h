@@ -333,6 +333,12 @@ struct uroce_nic {
 	struct uroce_qp *acks_owed[UROCE_RX_BATCH];
 	unsigned n_acks_owed;
 	pthread_mutex_t rx_lock;	/* one receiver at a time keeps order */
+	/* IPv4 senders' identification habits (receive.c), under rx_lock */
+	struct uroce_id_habit {
+		uint32_t addr;		/* network order */
+		bool known, any_id;
+		uint8_t strikes;
+	} id_habits[1 << UROCE_ID_HABITS_LOG2];
 	/* uroce_engine_call()s waiting for rx_lock: the engine and pollers,
 	 * which retake it the moment they drop it (a mutex is not fair),
 	 * stand aside for them */

@@ -19,6 +19,7 @@
 #include "transport/hdr.h"
 #include "transport/icrc.h"
 #include "transport/opcode.h"
+#include "transport/transport.h"
 
 enum { GSI_PKT_LEN = BTH_LEN + DETH_LEN + MAD_LEN + ICRC_LEN };
 
@@ -124,13 +125,6 @@ void uroce_gsi_close(struct uroce_nic *nic)
 static bool gsi_framing_ok(struct uroce_nic *nic, struct uroce_rxpkt *rx)
 {
 	const uint8_t *bth = rx->data;
-	struct uroce_icrc_ip ip = {
-		.family = rx->src.sa.sa_family,
-		.src = sockaddr_ip(&rx->src),
-		.dst = sockaddr_ip(&rx->dst),
-		.sport = ntohs(rx->src.in4.sin_port),
-		.dport = ntohs(rx->dst.in4.sin_port),
-	};
 
 	if (rx->len != GSI_PKT_LEN ||
 	    bth_opcode(bth) != (IB_OPC_UD | IB_OP_SEND_ONLY) ||
@@ -139,7 +133,7 @@ static bool gsi_framing_ok(struct uroce_nic *nic, struct uroce_rxpkt *rx)
 		STAT_INC(nic, mad_malformed);
 		return false;
 	}
-	if (!uroce_icrc_check(&ip, rx->data, rx->len, NULL)) {
+	if (!uroce_rx_icrc_ok(nic, rx)) {
 		STAT_INC(nic, rx_bad_icrc);
 		return false;
 	}

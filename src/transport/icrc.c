@@ -151,7 +151,7 @@ enum {
 #define X_POW_DF_POS_MINUS_31 0xa6770bb4u	/* x^87 mod P */
 #define DF_FLIP 0x80000000u
 
-static bool solve_id(uint32_t diff, size_t msg_len, uint16_t *id)
+static bool solve_id(uint32_t diff, size_t msg_len, uint16_t *id, bool *df)
 {
 	uint32_t scale = X_POW_DF_POS_MINUS_31, u;
 
@@ -162,38 +162,42 @@ static bool solve_id(uint32_t diff, size_t msg_len, uint16_t *id)
 	if (u & ~(DF_FLIP | 0xFFFFu << ID_SHIFT))
 		return false;
 	*id = __builtin_bswap16(u >> ID_SHIFT);
+	*df = !(u & DF_FLIP);
 	return true;
 }
 
-bool uroce_icrc_check(const struct uroce_icrc_ip *ip, const uint8_t *pkt,
-		      size_t len, uint16_t *ip_id_out)
+enum uroce_icrc_verdict uroce_icrc_check(const struct uroce_icrc_ip *ip,
+					 const uint8_t *pkt, size_t len,
+					 uint16_t *ip_id_out)
 {
 	struct uroce_icrc_ip guess = *ip;
 	struct iovec iov = { .iov_base = (void *)pkt };
 	uint32_t stored, crc;
 	uint16_t id = 0;
+	bool df = true;
 
 	if (len < BTH_LEN + ICRC_LEN ||
 	    (ip->family != AF_INET && ip->family != AF_INET6))
-		return false;
+		return UROCE_ICRC_BAD;
 	iov.iov_len = len - ICRC_LEN;
 	stored = uroce_icrc_get(pkt + iov.iov_len);
 
 	if (ip->family == AF_INET6) {
 		if (uroce_icrc_compute(ip, &iov, 1) != stored)
-			return false;
+			return UROCE_ICRC_BAD;
 	} else {
 		if (len > IP4_UDP_MAX)
-			return false;
+			return UROCE_ICRC_BAD;
 		guess.ip_id = 0;
 		guess.df = true;
 		crc = uroce_icrc_compute(&guess, &iov, 1);
 		if (crc != stored &&
 		    !solve_id(crc ^ stored, PSEUDO_LRH_LEN + IP4_HDR_LEN +
-			      UDP_HDR_LEN + iov.iov_len, &id))
-			return false;
+			      UDP_HDR_LEN + iov.iov_len, &id, &df))
+			return UROCE_ICRC_BAD;
 	}
 	if (ip_id_out)
 		*ip_id_out = id;
-	return true;
+	return df && id < UROCE_ICRC_NATIVE_IDS ? UROCE_ICRC_OK
+						: UROCE_ICRC_OK_ANY_ID;
 }

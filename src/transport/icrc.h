@@ -36,16 +36,28 @@ static inline uint32_t uroce_icrc_get(const uint8_t *p)
 	return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+/* IPv4 identifications that uroce, and Linux on an unconnected DF socket,
+ * send: 0, or a GSO segment's index (at most 64 segments). */
+enum { UROCE_ICRC_NATIVE_IDS = 64 };
+
+enum uroce_icrc_verdict {
+	UROCE_ICRC_BAD = 0,
+	UROCE_ICRC_OK,		/* IPv6, or IPv4 with DF and a native ID */
+	UROCE_ICRC_OK_ANY_ID,	/* IPv4, with another ID or without DF */
+};
+
 /*
  * Check a received datagram (pkt/len include the trailing ICRC).  A UDP
  * socket cannot see the IPv4 identification or DF bit, so ip->ip_id/df are
- * ignored for IPv4: the check first assumes ID 0 with DF (what uroce and any
- * Linux sender on an unconnected DF socket emit), then solves for the ID and
- * DF bit as a linear correction of the CRC (CRC-32 is affine over GF(2)),
- * which still catches corruption elsewhere with probability 1 - 2^-15.
+ * ignored for IPv4: the check first assumes ID 0 with DF, then solves for
+ * the ID and DF bit as a linear correction of the CRC (CRC-32 is affine over
+ * GF(2)).  Any ID catches corruption elsewhere with probability 1 - 2^-15
+ * (UROCE_ICRC_OK_ANY_ID); taking only native IDs with DF, 1 - 2^-26
+ * (UROCE_ICRC_OK): which to take is the receiver's to know of the sender.
  * On success *ip_id_out (if not NULL) receives the identification found.
  */
-bool uroce_icrc_check(const struct uroce_icrc_ip *ip, const uint8_t *pkt,
-		      size_t len, uint16_t *ip_id_out);
+enum uroce_icrc_verdict uroce_icrc_check(const struct uroce_icrc_ip *ip,
+					 const uint8_t *pkt, size_t len,
+					 uint16_t *ip_id_out);
 
 #endif

@@ -20,7 +20,45 @@ static const void *sockaddr_ip(const union uroce_sockaddr *sa)
 					   : (const void *)&sa->in6.sin6_addr;
 }
 
-static bool icrc_ok(struct uroce_rxpkt *rx)
+/*
+ * The ICRC covers the IPv4 identification, which a UDP socket does not see:
+ * uroce_icrc_check() recovers it, and a corrupted datagram passes as one
+ * with some ID 2^-15 of the time, with a native ID (DF, below 64) only
+ * 2^-26.  uroce and Linux's unconnected sockets send native IDs; Soft-RoCE
+ * and NICs others.  So each IPv4 sender is held to the habit its first
+ * datagram shows: one that sent native IDs gets only those, until it sends
+ * ID_HABIT_STRIKES datagrams in a row that hold only with another ID (which
+ * its retransmissions of what we drop do, and corruption does not), and
+ * then any.
+ */
+#define ID_HABIT_STRIKES 8
+
+static bool id_habit_ok(struct uroce_nic *nic, const struct in_addr *src,
+			enum uroce_icrc_verdict v)
+{
+	struct uroce_id_habit *h =
+		&nic->id_habits[(src->s_addr * 2654435761u) >>
+				(32 - UROCE_ID_HABITS_LOG2)];
+
+	if (!h->known || h->addr != src->s_addr) {
+		*h = (struct uroce_id_habit){ .addr = src->s_addr,
+					      .known = true,
+					      .any_id = v == UROCE_ICRC_OK_ANY_ID };
+		return true;
+	}
+	if (v == UROCE_ICRC_OK) {
+		h->strikes = 0;
+		return true;
+	}
+	if (h->any_id)
+		return true;
+	if (++h->strikes < ID_HABIT_STRIKES)
+		return false;
+	h->any_id = true;
+	return true;
+}
+
+bool uroce_rx_icrc_ok(struct uroce_nic *nic, const struct uroce_rxpkt *rx)
 {
 	struct uroce_icrc_ip ip = {
 		.family = rx->src.sa.sa_family,
@@ -29,8 +67,12 @@ static bool icrc_ok(struct uroce_rxpkt *rx)
 		.sport = ntohs(rx->src.in4.sin_port),
 		.dport = ntohs(rx->dst.in4.sin_port),
 	};
+	enum uroce_icrc_verdict v = uroce_icrc_check(&ip, rx->data, rx->len,
+						     NULL);
 
-	return uroce_icrc_check(&ip, rx->data, rx->len, NULL);
+	if (v == UROCE_ICRC_BAD)
+		return false;
+	return ip.family != AF_INET || id_habit_ok(nic, ip.src, v);
 }
 
 /* The transport service an opcode belongs to must be the QP's. */
@@ -86,7 +128,7 @@ static struct uroce_qp *parse(struct uroce_nic *nic, struct uroce_rxpkt *rx,
 		STAT_INC(nic, rx_malformed);
 		return NULL;
 	}
-	if (!icrc_ok(rx)) {
+	if (!uroce_rx_icrc_ok(nic, rx)) {
 		STAT_INC(nic, rx_bad_icrc);
 		return NULL;
 	}

@@ -72,6 +72,10 @@ void __tsan_ignore_thread_end(void);
 #define DMA_END() ((void)0)
 #endif
 
+/* receive.c, under rx_lock: a received datagram's ICRC holds, and its
+ * IPv4 identification is one its sender uses */
+bool uroce_rx_icrc_ok(struct uroce_nic *nic, const struct uroce_rxpkt *rx);
+
 /* requester.c, called with qp->sq_lock held */
 void uroce_req_progress(struct uroce_qp *qp);
 /* sge.c: [offset, offset + len) of a scatter/gather list as iovecs (returns

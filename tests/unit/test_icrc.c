@@ -11,6 +11,7 @@
 
 #include "transport/hdr.h"
 #include "transport/icrc.h"
+#include "transport/transport.h"
 
 /* Deterministic so that a failure reproduces. */
 static uint64_t rng_state;
@@ -264,6 +265,78 @@ static void test_df_clear(void **state)
 	}
 }
 
+/* Native IDs (DF, below 64) are told apart from the rest. */
+static void test_verdict(void **state)
+{
+	static const struct { uint16_t id; bool df; int want; } cases[] = {
+		{ 0, true, UROCE_ICRC_OK },
+		{ 63, true, UROCE_ICRC_OK },
+		{ 64, true, UROCE_ICRC_OK_ANY_ID },
+		{ 0x718c, true, UROCE_ICRC_OK_ANY_ID },
+		{ 5, false, UROCE_ICRC_OK_ANY_ID },
+	};
+	uint8_t pkt[80];
+	struct addrs a;
+
+	(void)state;
+	rnd_fill(pkt, sizeof(pkt));
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct uroce_icrc_ip ip = ip4(&a, "192.0.2.1", "192.0.2.2",
+					      0xC000, cases[i].id,
+					      cases[i].df);
+		struct uroce_icrc_ip rx = ip;
+		uint16_t id = 0;
+
+		seal(&ip, pkt, sizeof(pkt));
+		rx.ip_id = 0;
+		assert_int_equal(uroce_icrc_check(&rx, pkt, sizeof(pkt), &id),
+				 cases[i].want);
+		assert_int_equal(id, cases[i].id);
+	}
+}
+
+/* A received datagram from src, sealed with IPv4 ID id (DF). */
+static bool habit_rx(struct uroce_nic *nic, const char *src, uint16_t id)
+{
+	static uint8_t pkt[64];
+	struct uroce_rxpkt rx = { .data = pkt, .len = sizeof(pkt) };
+	struct addrs a;
+	struct uroce_icrc_ip ip = ip4(&a, src, "192.0.2.9", 0xC000, id, true);
+
+	rnd_fill(pkt, sizeof(pkt));
+	seal(&ip, pkt, sizeof(pkt));
+	rx.src.in4 = (struct sockaddr_in){ .sin_family = AF_INET,
+					   .sin_port = htons(0xC000),
+					   .sin_addr = a.s4 };
+	rx.dst.in4 = (struct sockaddr_in){ .sin_family = AF_INET,
+					   .sin_port = htons(4791),
+					   .sin_addr = a.d4 };
+	return uroce_rx_icrc_ok(nic, &rx);
+}
+
+/* A sender seen with native IDs gets only those, until eight datagrams in
+ * a row hold only with another; one first seen with another gets any. */
+static void test_id_habits(void **state)
+{
+	struct uroce_nic *nic = calloc(1, sizeof(*nic));
+
+	(void)state;
+	assert_non_null(nic);
+	assert_true(habit_rx(nic, "192.0.2.1", 0));
+	for (int i = 0; i < 7; i++)
+		assert_false(habit_rx(nic, "192.0.2.1", 1000 + i));
+	assert_true(habit_rx(nic, "192.0.2.1", 0));
+	for (int i = 0; i < 7; i++)
+		assert_false(habit_rx(nic, "192.0.2.1", 2000 + i));
+	assert_true(habit_rx(nic, "192.0.2.1", 2007));
+	assert_true(habit_rx(nic, "192.0.2.1", 3000));
+
+	assert_true(habit_rx(nic, "192.0.2.2", 0x718c));
+	assert_true(habit_rx(nic, "192.0.2.2", 0x718d));
+	assert_true(habit_rx(nic, "192.0.2.2", 3));
+	free(nic);
+}
+
 /* Every single-bit error outside the masked BTH byte 4 is caught. */
 static void flip_every_bit(const struct uroce_icrc_ip *ip, uint8_t *pkt,
 			   size_t len)
@@ -412,6 +485,8 @@ int main(void)
 		cmocka_unit_test_setup(test_ipv4_random_ids, reset_rng),
 		cmocka_unit_test_setup(test_ipv4_max_len, reset_rng),
 		cmocka_unit_test_setup(test_df_clear, reset_rng),
+		cmocka_unit_test_setup(test_verdict, reset_rng),
+		cmocka_unit_test_setup(test_id_habits, reset_rng),
 		cmocka_unit_test_setup(test_flipped_bits_rejected, reset_rng),
 		cmocka_unit_test_setup(test_masked_bth_byte4, reset_rng),
 		cmocka_unit_test_setup(test_multi_iovec, reset_rng),

@@ -72,6 +72,13 @@ union uroce_sockaddr {
 	struct sockaddr_storage ss;
 };
 
+/* The IP address in sa: a struct in_addr or a struct in6_addr. */
+static inline const void *uroce_sockaddr_ip(const union uroce_sockaddr *sa)
+{
+	return sa->sa.sa_family == AF_INET ? (const void *)&sa->in4.sin_addr
+					   : (const void *)&sa->in6.sin6_addr;
+}
+
 /* ::ffff:a.b.c.d GIDs map to AF_INET, everything else to AF_INET6. */
 void uroce_gid_to_sockaddr(const union ibv_gid *gid, uint16_t port,
 			   union uroce_sockaddr *out);
@@ -335,8 +342,8 @@ struct uroce_nic {
 	pthread_mutex_t rx_lock;	/* one receiver at a time keeps order */
 	/* IPv4 senders' identification habits (receive.c), under rx_lock */
 	struct uroce_id_habit {
-		uint32_t addr;		/* network order */
-		bool known, any_id;
+		uint32_t addr;		/* network order; 0: none yet */
+		bool any_id;
 		uint8_t strikes;
 	} id_habits[1 << UROCE_ID_HABITS_LOG2];
 	/* uroce_engine_call()s waiting for rx_lock: the engine and pollers,

@@ -23,12 +23,6 @@
 
 enum { GSI_PKT_LEN = BTH_LEN + DETH_LEN + MAD_LEN + ICRC_LEN };
 
-static const void *sockaddr_ip(const union uroce_sockaddr *sa)
-{
-	return sa->sa.sa_family == AF_INET ? (const void *)&sa->in4.sin_addr
-					   : (const void *)&sa->in6.sin6_addr;
-}
-
 /* The transmit endpoint of QP1 for a family, opened on first use, and its
  * source port.  The port is one the kernel gives this process alone: no
  * QP's flow class port, so that MADs never arrive on a socket connected to
@@ -92,8 +86,8 @@ int uroce_gsi_send(struct uroce_nic *nic, const union uroce_sockaddr *self,
 
 	struct uroce_icrc_ip ip = {
 		.family = family,
-		.src = sockaddr_ip(&src),
-		.dst = sockaddr_ip(&dst),
+		.src = uroce_sockaddr_ip(&src),
+		.dst = uroce_sockaddr_ip(&dst),
 		.sport = sport,
 		.dport = nic->cfg->udp_port,
 		.df = true,

@@ -14,12 +14,6 @@
 #include "transport/opcode.h"
 #include "transport/transport.h"
 
-static const void *sockaddr_ip(const union uroce_sockaddr *sa)
-{
-	return sa->sa.sa_family == AF_INET ? (const void *)&sa->in4.sin_addr
-					   : (const void *)&sa->in6.sin6_addr;
-}
-
 /*
  * The ICRC covers the IPv4 identification, which a UDP socket does not see:
  * uroce_icrc_check() recovers it, and a corrupted datagram passes as one
@@ -40,9 +34,8 @@ static bool id_habit_ok(struct uroce_nic *nic, const struct in_addr *src,
 		&nic->id_habits[(src->s_addr * 2654435761u) >>
 				(32 - UROCE_ID_HABITS_LOG2)];
 
-	if (!h->known || h->addr != src->s_addr) {
+	if (h->addr != src->s_addr) {
 		*h = (struct uroce_id_habit){ .addr = src->s_addr,
-					      .known = true,
 					      .any_id = v == UROCE_ICRC_OK_ANY_ID };
 		return true;
 	}
@@ -62,8 +55,8 @@ bool uroce_rx_icrc_ok(struct uroce_nic *nic, const struct uroce_rxpkt *rx)
 {
 	struct uroce_icrc_ip ip = {
 		.family = rx->src.sa.sa_family,
-		.src = sockaddr_ip(&rx->src),
-		.dst = sockaddr_ip(&rx->dst),
+		.src = uroce_sockaddr_ip(&rx->src),
+		.dst = uroce_sockaddr_ip(&rx->dst),
 		.sport = ntohs(rx->src.in4.sin_port),
 		.dport = ntohs(rx->dst.in4.sin_port),
 	};

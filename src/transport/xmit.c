@@ -8,12 +8,6 @@
 #include "transport/opcode.h"
 #include "transport/transport.h"
 
-static const void *sockaddr_ip(const union uroce_sockaddr *sa)
-{
-	return sa->sa.sa_family == AF_INET ? (const void *)&sa->in4.sin_addr
-					   : (const void *)&sa->in6.sin6_addr;
-}
-
 void uroce_pkt_finish(struct uroce_qp *qp, struct uroce_txpkt *p,
 		      unsigned hdr_len, unsigned npay, uint32_t paylen)
 {
@@ -54,8 +48,8 @@ static void put_icrcs(struct uroce_qp *qp, struct uroce_txpkt *pkts,
 		size_t pad = tail->iov_len - ICRC_LEN;
 		struct uroce_icrc_ip ip = {
 			.family = p->dst->sa.sa_family,
-			.src = sockaddr_ip(p->src),
-			.dst = sockaddr_ip(p->dst),
+			.src = uroce_sockaddr_ip(p->src),
+			.dst = uroce_sockaddr_ip(p->dst),
 			.sport = qp->sport,
 			.dport = ntohs(p->dst->in4.sin_port),
 			.ip_id = (uint16_t)(i - run_start),

@@ -180,9 +180,10 @@ struct uroce_net_ops {
 		    unsigned n);
 	/* File descriptors the engine polls for POLLIN before calling recv. */
 	int (*rx_fds)(struct uroce_nic *nic, int *fds, int max);
-	/* Receive up to max datagrams without blocking; 0 when none. */
+	/* Receive up to max packets without blocking; 0 when none.  Sets
+	 * *drained when another call would most likely find nothing. */
 	int (*recv)(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
-		    unsigned max);
+		    unsigned max, bool *drained);
 	/* Hand a received datagram to the process of another slot; -errno
 	 * when no process has that slot. */
 	int (*forward)(struct uroce_nic *nic, unsigned slot,

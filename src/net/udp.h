@@ -54,6 +54,7 @@ enum {
 	RX_DGRAM_MAX = 65536,		/* a GRO datagram: many packets */
 	RX_STRIDE = sizeof(struct fwd_hdr) + RX_DGRAM_MAX,
 	RX_GRO_SEGS = 64,		/* most segments the kernel merges */
+	RX_HOT_CALLS = 4,		/* receive calls per epoll_wait */
 };
 
 struct tx_chunk {
@@ -126,6 +127,10 @@ struct udp_priv {
 	unsigned nshared, shared_cap;
 
 	/* recvmmsg state, used only by the single receiver (rx_lock) */
+	int rx_hot;			/* the socket that last had data */
+	enum rx_kind rx_hot_kind;
+	unsigned rx_hot_gen, rx_hot_calls;
+	atomic_uint rx_set_gen;		/* sockets removed from epfd */
 	struct mmsghdr msg[RX_MSGS];
 	struct iovec iov[RX_MSGS];
 	union uroce_sockaddr name[RX_MSGS];
@@ -144,6 +149,7 @@ static inline socklen_t addr_len(int family)
 
 /* udp.c */
 int udp_rx_watch(struct udp_priv *p, int fd, enum rx_kind kind);
+void udp_rx_unwatch(struct udp_priv *p, int fd);
 
 /* Set by uroced before it opens the device: this process owns the port for
  * the host's uroce processes (service.h). */

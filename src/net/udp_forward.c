@@ -186,6 +186,8 @@ void udp_fwd_accept(struct uroce_nic *nic, int listen_fd)
 /* The forwarding process closed its end. */
 void udp_fwd_close(struct udp_priv *p, int fd)
 {
+	if (fd == p->rx_hot)
+		p->rx_hot = -1;
 	if (fd == p->svc_data) {
 		fprintf(stderr, "uroce: the per-host service uroced has gone: "
 			"from now on only connected QPs receive; restart this "
@@ -327,7 +329,7 @@ void udp_sid_release(struct uroce_nic *nic, uint64_t sid)
 	pthread_mutex_unlock(&p->sid_lock);
 	if (fd < 0)
 		return;
-	epoll_ctl(p->epfd, EPOLL_CTL_DEL, fd, NULL);
+	udp_rx_unwatch(p, fd);
 	uroce_nic_quiesce(nic);
 	close(fd);
 }

@@ -413,7 +413,7 @@ int udp_steer(struct uroce_nic *nic, int tx,
 		if (!err)
 			err = shared_add(p, &key, fd);
 		if (err && fd >= 0) {
-			epoll_ctl(p->epfd, EPOLL_CTL_DEL, fd, NULL);
+			udp_rx_unwatch(p, fd);
 			close(fd);
 		}
 	}
@@ -459,7 +459,7 @@ void udp_tx_close(struct uroce_nic *nic, int tx)
 	if (fd >= 0)
 		close(fd);
 	if (rxfd >= 0) {
-		epoll_ctl(p->epfd, EPOLL_CTL_DEL, rxfd, NULL);
+		udp_rx_unwatch(p, rxfd);
 		/* the receiver may hold it from an earlier epoll_wait */
 		uroce_nic_quiesce(nic);
 		close(rxfd);

@@ -97,8 +97,10 @@ static void engine_receive(struct uroce_nic *nic)
 	}
 	if (!uroce_sh_sockets_due(nic, n > 0))
 		return;
-	while (budget > 0) {
-		n = nic->net->recv(nic, pkts, UROCE_RX_BATCH);
+	/* an empty look costs a system call on the latency path: stop as
+	 * soon as the sockets say they are drained */
+	for (bool drained = false; budget > 0 && !drained;) {
+		n = nic->net->recv(nic, pkts, UROCE_RX_BATCH, &drained);
 		if (n <= 0)
 			break;
 		if (nic->faults.cfg.rx)

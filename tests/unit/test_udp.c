@@ -71,7 +71,9 @@ static void pump(int want, bool (*cond)(void))
 	nrecs = 0;
 	while (now_ms() < end) {
 		for (int i = 0; i < 2; i++) {
-			int n = nic[i]->net->recv(nic[i], pkts, UROCE_RX_BATCH);
+			bool drained;
+			int n = nic[i]->net->recv(nic[i], pkts, UROCE_RX_BATCH,
+						  &drained);
 
 			assert_true(n >= 0);
 			for (int k = 0; k < n; k++) {

@@ -153,11 +153,21 @@ enum {
 
 static bool solve_id(uint32_t diff, size_t msg_len, uint16_t *id, bool *df)
 {
+	/* The segments of a GSO run (all but the first carry an ID other
+	 * than 0) are mostly of one length: keep the last length's scale. */
+	static _Thread_local size_t cached_len;
+	static _Thread_local uint32_t cached_scale;
 	uint32_t scale = X_POW_DF_POS_MINUS_31, u;
 
-	for (unsigned k = 0; msg_len; k++, msg_len >>= 1)
-		if (msg_len & 1)
-			scale = gf2_mul(scale, x_inv8_pow2k[k]);
+	if (msg_len == cached_len) {
+		scale = cached_scale;
+	} else {
+		cached_len = msg_len;
+		for (unsigned k = 0; msg_len; k++, msg_len >>= 1)
+			if (msg_len & 1)
+				scale = gf2_mul(scale, x_inv8_pow2k[k]);
+		cached_scale = scale;
+	}
 	u = gf2_mul(scale, diff);
 	if (u & ~(DF_FLIP | 0xFFFFu << ID_SHIFT))
 		return false;

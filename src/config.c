@@ -265,6 +265,17 @@ static const char *set_shm(struct uroce_config *c, const char *v)
 	return NULL;
 }
 
+static const char *set_tx_hold(struct uroce_config *c, const char *v)
+{
+	if (!strcmp(v, "1"))
+		c->tx_hold = true;
+	else if (!strcmp(v, "0"))
+		c->tx_hold = false;
+	else
+		return "expected 1 (batch requests behind unacknowledged ones) or 0 (send each at once)";
+	return NULL;
+}
+
 static const char *set_service(struct uroce_config *c, const char *v)
 {
 	if (!strcmp(v, "none")) {
@@ -294,6 +305,7 @@ static const struct setting {
 	{ "UROCE_PCAP", "pcap", set_pcap },
 	{ "UROCE_ENGINE", "engine", set_engine },
 	{ "UROCE_SHM", "shm", set_shm },
+	{ "UROCE_TX_HOLD", "tx_hold", set_tx_hold },
 	{ "UROCE_SERVICE", "service", set_service },
 };
 
@@ -382,6 +394,7 @@ static void load_config(void)
 	cfg.max_mtu = IBV_MTU_4096;
 	cfg.window = UROCE_DEFAULT_WINDOW;
 	cfg.shm = true;
+	cfg.tx_hold = true;
 	strcpy(cfg.service, UROCE_SERVICE_DIR);
 	cfg.rate_mbps = UROCE_DEFAULT_RATE_MBPS;
 	/* A fixed default seed keeps fault runs reproducible unless asked. */

@@ -29,6 +29,8 @@ static void nic_free(struct uroce_nic *nic)
 	free(nic->mrs);
 	pthread_rwlock_destroy(&nic->mr_lock);
 	pthread_mutex_destroy(&nic->gsi.lock);
+	free(nic->held);
+	pthread_mutex_destroy(&nic->held_lock);
 	pthread_mutex_destroy(&nic->rx_lock);
 	pthread_mutex_destroy(&nic->lock);
 	free(nic);
@@ -43,6 +45,7 @@ static struct uroce_nic *nic_create(void)
 		return NULL;
 	pthread_mutex_init(&nic->lock, NULL);
 	pthread_mutex_init(&nic->rx_lock, NULL);
+	pthread_mutex_init(&nic->held_lock, NULL);
 	pthread_rwlock_init(&nic->mr_lock, NULL);
 	nic->wake_fd = -1;
 	nic->leave_fd = -1;
@@ -55,9 +58,11 @@ static struct uroce_nic *nic_create(void)
 	nic->gsi.tx4 = nic->gsi.tx6 = -1;
 
 	nic->mrs = calloc(UROCE_MAX_MR + 1, sizeof(*nic->mrs));
+	nic->held = calloc(UROCE_MAX_QP, sizeof(*nic->held));
 	nic->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	nic->leave_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (!nic->mrs || nic->wake_fd < 0 || nic->leave_fd < 0) {
+	if (!nic->mrs || !nic->held || nic->wake_fd < 0 ||
+	    nic->leave_fd < 0) {
 		err = errno ? errno : ENOMEM;
 		goto fail;
 	}

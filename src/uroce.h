@@ -54,6 +54,7 @@ struct uroce_config {
 	char pcap[256];			/* UROCE_PCAP: capture file; empty = off */
 	bool spin;			/* UROCE_ENGINE=spin: never sleep */
 	bool shm;			/* UROCE_SHM=0: no same-host path */
+	bool tx_hold;			/* UROCE_TX_HOLD=0: no request batching */
 	char service[200];		/* UROCE_SERVICE: uroced's directory;
 					 * empty = none (single-user mode) */
 };
@@ -341,6 +342,10 @@ struct uroce_nic {
 	struct uroce_qp *acks_owed[UROCE_RX_BATCH];
 	unsigned n_acks_owed;
 	pthread_mutex_t rx_lock;	/* one receiver at a time keeps order */
+	/* RC QPs holding requests back for company (uroce_req_hold) */
+	pthread_mutex_t held_lock;
+	struct uroce_qp **held;		/* UROCE_MAX_QP entries */
+	atomic_uint n_held;
 	/* IPv4 senders' identification habits (receive.c), under rx_lock */
 	struct uroce_id_habit {
 		uint32_t addr;		/* network order; 0: none yet */
@@ -653,6 +658,7 @@ struct uroce_qp {
 		uint32_t since_ackreq;	/* packets since we last asked for an ACK */
 		uint32_t rd_atomic_out;	/* READ/atomic requests in flight */
 		bool active;		/* counted in nic->active_senders */
+		bool held_listed;	/* in nic->held, under held_lock */
 		uint64_t wait_until;	/* ns: RNR wait or UC/UD pacing; 0 = none */
 		uint64_t pace_ns;	/* UC/UD: when the link is free again */
 	} req;

@@ -240,6 +240,7 @@ static void *engine_main(void *arg)
 			next = cm_next;
 		engine_leave(nic);
 		pthread_mutex_unlock(&nic->rx_lock);
+		uroce_req_release_held(nic);
 	}
 	return NULL;
 }

@@ -469,6 +469,82 @@ void uroce_req_progress(struct uroce_qp *qp)
 }
 
 /*
+ * Nagle's rule for requests.  A request posted while earlier ones of its QP
+ * are unacknowledged waits, as long as fewer than a batch wait with it,
+ * for whatever comes first: the next ACK (the completer sends on), the next
+ * poll of a CQ or request for a CQ event in this process, or the engine.
+ * Then they leave together, one system call for a batch instead of one per
+ * request, which is what a message rate is made of.  A request with
+ * nothing ahead of it, what latency is made of, goes at once.  The same-host
+ * path has no system call to save.
+ */
+bool uroce_req_hold(struct uroce_qp *qp)
+{
+	uint32_t waiting = (qp->sq_head + qp->sq_size - qp->sq_next) %
+			   qp->sq_size;
+	uint32_t newest = (qp->sq_head + qp->sq_size - 1) % qp->sq_size;
+
+	/* READs and atomics are few in flight (max_rd_atomic) and wait for
+	 * their responses anyway: holding them only delays them */
+	return qp->nic->cfg->tx_hold && uroce_qp_reliable(qp) &&
+	       !qp->sh_peer && !qp->req.wait_until &&
+	       qp->req.psn != qp->comp.psn && waiting &&
+	       waiting < REQ_TX_BATCH &&
+	       !uroce_wqe_is_read_or_atomic(&qp->sq[newest]);
+}
+
+void uroce_req_list_held(struct uroce_qp *qp)
+{
+	struct uroce_nic *nic = qp->nic;
+
+	pthread_mutex_lock(&nic->held_lock);
+	if (!qp->req.held_listed) {
+		qp->req.held_listed = true;
+		nic->held[atomic_load(&nic->n_held)] = qp;
+		atomic_fetch_add(&nic->n_held, 1);
+	}
+	pthread_mutex_unlock(&nic->held_lock);
+}
+
+void uroce_req_release_held(struct uroce_nic *nic)
+{
+	if (!atomic_load_explicit(&nic->n_held, memory_order_relaxed))
+		return;
+	/* under held_lock throughout, so that no QP is freed meanwhile */
+	pthread_mutex_lock(&nic->held_lock);
+	for (unsigned i = 0; i < atomic_load(&nic->n_held); i++) {
+		struct uroce_qp *qp = nic->held[i];
+
+		qp->req.held_listed = false;
+		pthread_mutex_lock(&qp->sq_lock);
+		uroce_req_progress(qp);
+		pthread_mutex_unlock(&qp->sq_lock);
+	}
+	atomic_store(&nic->n_held, 0);
+	pthread_mutex_unlock(&nic->held_lock);
+}
+
+void uroce_req_forget_held(struct uroce_qp *qp)
+{
+	struct uroce_nic *nic = qp->nic;
+
+	pthread_mutex_lock(&nic->held_lock);
+	if (qp->req.held_listed) {
+		unsigned n = atomic_load(&nic->n_held);
+
+		for (unsigned i = 0; i < n; i++) {
+			if (nic->held[i] == qp) {
+				nic->held[i] = nic->held[n - 1];
+				atomic_store(&nic->n_held, n - 1);
+				break;
+			}
+		}
+		qp->req.held_listed = false;
+	}
+	pthread_mutex_unlock(&nic->held_lock);
+}
+
+/*
  * Resume building packets at psn.  WQEs keep the PSNs they were first given,
  * so a resend rebuilds exactly the packets sent before; a psn past everything
  * sent leaves the requester at the first WQE not yet started.

@@ -78,6 +78,12 @@ bool uroce_rx_icrc_ok(struct uroce_nic *nic, const struct uroce_rxpkt *rx);
 
 /* requester.c, called with qp->sq_lock held */
 void uroce_req_progress(struct uroce_qp *qp);
+bool uroce_req_hold(struct uroce_qp *qp);
+/* requester.c, without it: list a QP that held requests back; send what
+ * every listed QP holds; take a QP off the list before it is freed */
+void uroce_req_list_held(struct uroce_qp *qp);
+void uroce_req_release_held(struct uroce_nic *nic);
+void uroce_req_forget_held(struct uroce_qp *qp);
 /* sge.c: [offset, offset + len) of a scatter/gather list as iovecs (returns
  * how many), or filled from data (the caller checked that it fits). */
 unsigned uroce_sge_gather(struct iovec *iov, const struct uroce_sge *sge,

@@ -51,7 +51,10 @@ static void expose(struct ibv_cq_ex *cqx)
 static int refill(struct uroce_cq *cq)
 {
 	struct uroce_cq_ex_poll *p = cq->ex;
-	int got = uroce_cq_take(cq, UROCE_CQ_EX_BATCH, p->wc, p->ts);
+	int got;
+
+	uroce_req_release_held(to_uctx(cq->ibcq.context)->nic);
+	got = uroce_cq_take(cq, UROCE_CQ_EX_BATCH, p->wc, p->ts);
 
 	if (got == 0) {
 		/* as ibv_poll_cq: receive here rather than wait for the

@@ -132,6 +132,7 @@ static int qp_publish(struct uroce_nic *nic, struct uroce_qp *qp)
 
 static void qp_unpublish(struct uroce_nic *nic, struct uroce_qp *qp)
 {
+	uroce_req_forget_held(qp);
 	pthread_mutex_lock(&nic->lock);
 	atomic_store(&nic->qps[qp->index], NULL);
 	int n = atomic_load(&nic->num_live_qps);
@@ -825,6 +826,7 @@ int uroce_post_send_wrs(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 {
 	struct uroce_qp *qp = to_uqp(ibqp);
 	enum ibv_qp_state state = atomic_load(&qp->state);
+	bool held = false;
 	int err = 0;
 
 	if (state == IBV_QPS_RESET || state == IBV_QPS_INIT ||
@@ -849,9 +851,11 @@ int uroce_post_send_wrs(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		*bad_wr = wr;
 	if (atomic_load(&qp->state) == IBV_QPS_ERR)
 		uroce_comp_flush(qp);
-	else
+	else if (!(held = uroce_req_hold(qp)))
 		uroce_req_progress(qp);
 	pthread_mutex_unlock(&qp->sq_lock);
+	if (held)
+		uroce_req_list_held(qp);
 	return err;
 }
 

@@ -58,6 +58,11 @@ void uroce_engine_app_left(struct uroce_nic *nic, bool will_wait)
 	engine_app_left++;
 }
 
+void uroce_req_release_held(struct uroce_nic *nic)
+{
+	(void)nic;
+}
+
 void uroce_async_event(struct uroce_context *ctx,
 		       const struct ibv_async_event *ev)
 {

@@ -14,6 +14,10 @@
  *                of receives in one ibv_post_recv; then a list whose third WR
  *                is invalid: *bad_wr points at it, the two before it run, the
  *                ones from it on do not.
+ * rc.held       WRITEs posted one by one behind unacknowledged ones (which
+ *                UROCE_TX_HOLD batches over UDP) all land while the requester
+ *                calls no verb: the ACKs of those ahead send them on, no poll
+ *                needed; then the last one's completion is there.
  *
  * Role 0 is the requester, role 1 the responder.
  */
@@ -216,6 +220,48 @@ static void run_unsignaled(struct h_proc *p)
 	}
 	h_sync(s.sock);
 	side_check_close(&s, "unsignaled WRITEs");
+}
+
+/* ---- rc.held ------------------------------------------------------------ */
+
+enum { HELD_WRS = 200, HELD_LEN = 100, HELD_WAIT_S = 10 };
+
+static void run_held(struct h_proc *p)
+{
+	struct h_qp_cfg c = h_qp_defaults(p);
+	struct side s;
+	char landed;
+
+	c.cap.max_send_wr = HELD_WRS;
+	c.sq_sig_all = 0;
+	side_open(p, &s, &c, HELD_WRS * HELD_LEN, 40);
+	if (s.requester) {
+		for (uint64_t i = 0; i < HELD_WRS; i++) {
+			struct ibv_sge sge = {
+				.addr = (uintptr_t)s.buf.mem + i * HELD_LEN,
+				.length = HELD_LEN, .lkey = s.buf.mr->lkey };
+
+			h_post_rdma(&s.ep, i, IBV_WR_RDMA_WRITE, &sge, 1,
+				    i == HELD_WRS - 1 ? IBV_SEND_SIGNALED : 0,
+				    s.peer.addr + i * HELD_LEN, s.peer.rkey, 0);
+		}
+		/* no verb until the target has every byte */
+		h_recv(s.sock, &landed, 1);
+		H_EXPECT_SEND(&s.ep, .wr_id = HELD_WRS - 1,
+			      .opcode = IBV_WC_RDMA_WRITE);
+		h_expect_no_wc(s.ep.scq, 50);
+	} else {
+		uint64_t end = h_now_ns() + HELD_WAIT_S * 1000000000ull;
+
+		h_fill(s.image, HELD_WRS * HELD_LEN, 40);
+		while (memcmp(s.buf.mem, s.image, HELD_WRS * HELD_LEN) &&
+		       h_now_ns() < end)
+			h_sleep_ms(1);
+		landed = 1;
+		h_send(s.sock, &landed, 1);
+	}
+	h_sync(s.sock);
+	side_check_close(&s, "WRITEs posted behind unacknowledged ones");
 }
 
 /* ---- rc.post_list --------------------------------------------------------- */
@@ -422,6 +468,7 @@ int main(int argc, char **argv)
 		{ "inline", run_inline },
 		{ "unsignaled", run_unsignaled },
 		{ "post_list", run_post_list },
+		{ "held", run_held },
 	};
 	char name[64];
 	struct h_test t = { .name = name, .nroles = 2, .deadline_s = 25 };
@@ -433,6 +480,6 @@ int main(int argc, char **argv)
 			return h_main(&t);
 		}
 	}
-	fprintf(stderr, "usage: %s inline|unsignaled|post_list\n", argv[0]);
+	fprintf(stderr, "usage: %s inline|unsignaled|post_list|held\n", argv[0]);
 	return 2;
 }

@@ -12,89 +12,8 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "cm/cm.h"
+#include "cm/cm_id.h"
 #include "verbs/ops.h"
-
-enum cm_state {
-	CM_IDLE,
-	CM_LISTEN,
-	CM_REQ_SENT,
-	CM_REQ_RCVD,
-	CM_REP_SENT,
-	CM_REP_RCVD,
-	CM_ESTABLISHED,
-	CM_DREQ_SENT,
-	CM_DREQ_RCVD,
-	CM_TIMEWAIT,
-	CM_SIDR_REQ_SENT,
-	CM_SIDR_REQ_RCVD,
-};
-
-enum {
-	MRA_SERVICE_TIMEOUT = 24,	/* what Linux puts in its MRAs */
-	CM_DEFAULT_TIMEWAIT_MS = 2048,
-	CM_MAX_EVENTS = 2,		/* events one MAD or destroy causes */
-};
-
-struct uroce_cm_id {
-	struct uroce_cm *cm;
-	uroce_cm_handler handler;
-	void *context;
-	enum cm_state state;
-	bool destroyed;			/* the consumer let go of it */
-	unsigned calls;			/* handler calls in flight */
-	struct uroce_cm_id *next;
-
-	uint32_t local_id, remote_id;
-	uint64_t remote_guid;		/* host order */
-	uint32_t local_qpn, remote_qpn;
-	bool xrc;			/* XRC initiator or target */
-	uint64_t tid;
-
-	uint64_t service_id;		/* listened on, or connected to */
-	uint64_t bound_sid;
-	bool bound;			/* holds bound_sid's host-wide claim */
-	int backlog;
-	unsigned waiting;		/* listener: REQs not yet answered */
-	struct uroce_cm_id *listener;	/* passive: counted in its waiting */
-
-	/* where its MADs go, and the last one sent (retransmissions,
-	 * answers to duplicates) */
-	union uroce_sockaddr self, peer;
-	uint8_t mad[MAD_LEN];
-	uint64_t deadline;		/* ns, 0 = no timer */
-	uint64_t timeout_ns;		/* per transmission */
-	unsigned retries_left;
-	unsigned max_retries;
-	unsigned timewait_ms;
-	uint8_t cm_response_timeout;	/* the peer's, for our DREQ */
-};
-
-struct uroce_cm {
-	pthread_mutex_t lock;
-	pthread_cond_t calls_done;
-	struct uroce_nic *nic;
-	struct uroce_cm_id *ids;
-	uint32_t next_id;
-	uint64_t guid;			/* host order */
-	atomic_uint_fast64_t next_deadline;
-};
-
-struct pending {
-	struct uroce_cm_id *id;
-	struct uroce_cm_event ev;
-	uint8_t data[RTU_PRIVATE_DATA_LEN];
-};
-
-struct pending_list {
-	unsigned n;
-	struct pending p[CM_MAX_EVENTS];
-};
-
-static uint64_t ms_ns(unsigned ms)
-{
-	return (uint64_t)ms * 1000000;
-}
 
 /* ---- ids ----------------------------------------------------------------- */
 
@@ -113,8 +32,8 @@ static uint32_t new_comm_id(struct uroce_cm *cm)
 	}
 }
 
-static struct uroce_cm_id *id_alloc(struct uroce_cm *cm,
-				    uroce_cm_handler handler, void *context)
+struct uroce_cm_id *cm_id_alloc(struct uroce_cm *cm,
+				uroce_cm_handler handler, void *context)
 {
 	struct uroce_cm_id *id = calloc(1, sizeof(*id));
 
@@ -132,7 +51,7 @@ static struct uroce_cm_id *id_alloc(struct uroce_cm *cm,
 }
 
 /* A passive id stops counting against its listener's backlog. */
-static void id_unwait(struct uroce_cm_id *id)
+void cm_id_unwait(struct uroce_cm_id *id)
 {
 	if (id->listener) {
 		id->listener->waiting--;
@@ -142,13 +61,13 @@ static void id_unwait(struct uroce_cm_id *id)
 
 /* Frees the id once nothing refers to it: the consumer destroyed it, no
  * handler call is running and the protocol needs it no more. */
-static void id_maybe_free(struct uroce_cm_id *id)
+void cm_id_maybe_free(struct uroce_cm_id *id)
 {
 	struct uroce_cm *cm = id->cm;
 
 	if (!id->destroyed || id->calls || id->state != CM_IDLE)
 		return;
-	id_unwait(id);
+	cm_id_unwait(id);
 	for (struct uroce_cm_id *i = cm->ids; i; i = i->next)
 		if (i->listener == id)
 			i->listener = NULL;
@@ -161,7 +80,7 @@ static void id_maybe_free(struct uroce_cm_id *id)
 	free(id);
 }
 
-static void set_timer(struct uroce_cm_id *id, uint64_t deadline)
+void cm_set_timer(struct uroce_cm_id *id, uint64_t deadline)
 {
 	struct uroce_cm *cm = id->cm;
 
@@ -172,26 +91,26 @@ static void set_timer(struct uroce_cm_id *id, uint64_t deadline)
 	}
 }
 
-static void enter_idle(struct uroce_cm_id *id)
+void cm_enter_idle(struct uroce_cm_id *id)
 {
 	id->state = CM_IDLE;
 	id->deadline = 0;
-	id_unwait(id);
+	cm_id_unwait(id);
 }
 
-static void enter_timewait(struct uroce_cm_id *id)
+void cm_enter_timewait(struct uroce_cm_id *id)
 {
 	id->state = CM_TIMEWAIT;
-	id_unwait(id);
-	set_timer(id, uroce_now_ns() + ms_ns(id->timewait_ms));
+	cm_id_unwait(id);
+	cm_set_timer(id, uroce_now_ns() + cm_ms_ns(id->timewait_ms));
 }
 
 /* ---- events -------------------------------------------------------------- */
 
-static struct uroce_cm_event *queue_event(struct pending_list *pl,
-					  struct uroce_cm_id *id,
-					  enum uroce_cm_event_type type,
-					  const uint8_t *data, unsigned len)
+struct uroce_cm_event *cm_queue_event(struct pending_list *pl,
+				      struct uroce_cm_id *id,
+				      enum uroce_cm_event_type type,
+				      const uint8_t *data, unsigned len)
 {
 	struct pending *p;
 
@@ -224,12 +143,12 @@ static void id_refuse(struct uroce_cm_id *id)
 			    NULL, 0, NULL, 0);
 	else if (id->state == CM_SIDR_REQ_RCVD)
 		id_send_sidr_rej(id);
-	enter_idle(id);
+	cm_enter_idle(id);
 	id->destroyed = true;
 }
 
 /* Called with the lock held; drops it to run the handlers. */
-static void deliver_unlock(struct uroce_cm *cm, struct pending_list *pl)
+void cm_deliver_unlock(struct uroce_cm *cm, struct pending_list *pl)
 {
 	int refused[CM_MAX_EVENTS];
 
@@ -250,9 +169,9 @@ static void deliver_unlock(struct uroce_cm *cm, struct pending_list *pl)
 			new_id->calls--;
 			if (refused[i])
 				id_refuse(new_id);
-			id_maybe_free(new_id);
+			cm_id_maybe_free(new_id);
 		}
-		id_maybe_free(id);
+		cm_id_maybe_free(id);
 	}
 	pthread_cond_broadcast(&cm->calls_done);
 	pthread_mutex_unlock(&cm->lock);
@@ -260,7 +179,7 @@ static void deliver_unlock(struct uroce_cm *cm, struct pending_list *pl)
 
 /* ---- sending ------------------------------------------------------------- */
 
-static int id_send(struct uroce_cm_id *id)
+int cm_id_send(struct uroce_cm_id *id)
 {
 	return uroce_gsi_send(id->cm->nic, &id->self, &id->peer, id->mad);
 }
@@ -271,8 +190,8 @@ static int id_send_timed(struct uroce_cm_id *id, uint64_t timeout_ns,
 {
 	id->timeout_ns = timeout_ns;
 	id->retries_left = retries;
-	set_timer(id, uroce_now_ns() + timeout_ns);
-	return id_send(id);
+	cm_set_timer(id, uroce_now_ns() + timeout_ns);
+	return cm_id_send(id);
 }
 
 static uint8_t *id_mad(struct uroce_cm_id *id, uint16_t attr)
@@ -297,11 +216,11 @@ static void id_send_rej(struct uroce_cm_id *id, unsigned msg, uint16_t reason,
 		memcpy(pl + REJ_ARI, ari, ari_len);
 	if (len)
 		memcpy(pl + REJ_PRIVATE_DATA, data, len);
-	if (id_send(id))
+	if (cm_id_send(id))
 		STAT_INC(id->cm->nic, tx_errors);
 }
 
-static void id_send_mra(struct uroce_cm_id *id, unsigned msg)
+void cm_id_send_mra(struct uroce_cm_id *id, unsigned msg)
 {
 	uint8_t mad[MAD_LEN], *pl = mad + MAD_HDR_LEN;
 
@@ -322,11 +241,11 @@ static void id_send_sidr_rej(struct uroce_cm_id *id)
 	mad_put_be32(pl, SIDR_REP_REQUEST_ID, id->remote_id);
 	pl[SIDR_REP_STATUS] = 2;	/* rejected */
 	mad_put_be64(pl, SIDR_REP_SERVICE_ID, id->service_id);
-	if (id_send(id))
+	if (cm_id_send(id))
 		STAT_INC(id->cm->nic, tx_errors);
 }
 
-static int id_send_dreq(struct uroce_cm_id *id, const void *data, unsigned len)
+int cm_id_send_dreq(struct uroce_cm_id *id, const void *data, unsigned len)
 {
 	uint8_t *pl = id_mad(id, CM_ATTR_DREQ);
 
@@ -336,12 +255,12 @@ static int id_send_dreq(struct uroce_cm_id *id, const void *data, unsigned len)
 	if (len)
 		memcpy(pl + DREQ_PRIVATE_DATA, data, len);
 	id->state = CM_DREQ_SENT;
-	return id_send_timed(id, ms_ns(uroce_cm_time_ms(
+	return id_send_timed(id, cm_ms_ns(uroce_cm_time_ms(
 					 id->cm_response_timeout)),
 			     id->max_retries);
 }
 
-static int id_send_drep(struct uroce_cm_id *id, const void *data, unsigned len)
+int cm_id_send_drep(struct uroce_cm_id *id, const void *data, unsigned len)
 {
 	uint8_t *pl = id_mad(id, CM_ATTR_DREP);
 
@@ -350,8 +269,8 @@ static int id_send_drep(struct uroce_cm_id *id, const void *data, unsigned len)
 	if (len)
 		memcpy(pl + DREP_PRIVATE_DATA, data, len);
 	/* kept in id->mad: a repeated DREQ in TimeWait gets it again */
-	enter_timewait(id);
-	return id_send(id);
+	cm_enter_timewait(id);
+	return cm_id_send(id);
 }
 
 /* ---- the consumer's calls ------------------------------------------------ */
@@ -369,7 +288,7 @@ UROCE_EXPORT struct uroce_cm_id *uroce_cm_create_id(struct ibv_context *ctx,
 	}
 	cm = to_uctx(ctx)->nic->cm;
 	pthread_mutex_lock(&cm->lock);
-	id = id_alloc(cm, handler, context);
+	id = cm_id_alloc(cm, handler, context);
 	pthread_mutex_unlock(&cm->lock);
 	if (!id)
 		errno = ENOMEM;
@@ -397,35 +316,35 @@ UROCE_EXPORT void uroce_cm_destroy_id(struct uroce_cm_id *id)
 		id->remote_id = 0;
 		id_send_rej(id, CM_MSG_OTHER, UROCE_CM_REJ_TIMEOUT, &guid_be,
 			    sizeof(guid_be), NULL, 0);
-		enter_idle(id);
+		cm_enter_idle(id);
 		break;
 	case CM_REQ_RCVD:
 	case CM_REP_SENT:
 		id_send_rej(id, CM_MSG_REQ, UROCE_CM_REJ_CONSUMER_DEFINED,
 			    NULL, 0, NULL, 0);
-		enter_idle(id);
+		cm_enter_idle(id);
 		break;
 	case CM_REP_RCVD:
 		id_send_rej(id, CM_MSG_REP, UROCE_CM_REJ_CONSUMER_DEFINED,
 			    NULL, 0, NULL, 0);
-		enter_idle(id);
+		cm_enter_idle(id);
 		break;
 	case CM_ESTABLISHED:
 		/* the CM goes on alone: DREQ, DREP or timeout, TimeWait */
-		if (id_send_dreq(id, NULL, 0))
+		if (cm_id_send_dreq(id, NULL, 0))
 			STAT_INC(cm->nic, tx_errors);
 		break;
 	case CM_DREQ_RCVD:
-		if (id_send_drep(id, NULL, 0))
+		if (cm_id_send_drep(id, NULL, 0))
 			STAT_INC(cm->nic, tx_errors);
 		break;
 	case CM_SIDR_REQ_RCVD:
 		id_send_sidr_rej(id);
-		enter_idle(id);
+		cm_enter_idle(id);
 		break;
 	case CM_LISTEN:
 	case CM_SIDR_REQ_SENT:
-		enter_idle(id);
+		cm_enter_idle(id);
 		break;
 	case CM_IDLE:
 	case CM_DREQ_SENT:
@@ -441,13 +360,13 @@ UROCE_EXPORT void uroce_cm_destroy_id(struct uroce_cm_id *id)
 	id->bound = false;
 	while (id->calls)
 		pthread_cond_wait(&cm->calls_done, &cm->lock);
-	id_maybe_free(id);
+	cm_id_maybe_free(id);
 	pthread_mutex_unlock(&cm->lock);
 	if (bound)
 		cm->nic->net->sid_release(cm->nic, sid);
 }
 
-static bool sid_taken(struct uroce_cm *cm, uint64_t sid)
+bool cm_sid_taken(struct uroce_cm *cm, uint64_t sid)
 {
 	for (struct uroce_cm_id *i = cm->ids; i; i = i->next)
 		if (i->bound && i->bound_sid == sid)
@@ -457,7 +376,7 @@ static bool sid_taken(struct uroce_cm *cm, uint64_t sid)
 
 static int claim(struct uroce_cm *cm, uint64_t sid)
 {
-	if (sid_taken(cm, sid))
+	if (cm_sid_taken(cm, sid))
 		return -EADDRINUSE;
 	return cm->nic->net->sid_claim(cm->nic, sid);
 }
@@ -606,9 +525,9 @@ UROCE_EXPORT int uroce_cm_send_req(struct uroce_cm_id *id,
 	timeout_ms = 2 * uroce_cm_time_ms(p->path.packet_life_time) +
 		     uroce_cm_time_ms(p->remote_cm_response_timeout);
 	id->state = CM_REQ_SENT;
-	err = id_send_timed(id, ms_ns(timeout_ms), p->max_cm_retries);
+	err = id_send_timed(id, cm_ms_ns(timeout_ms), p->max_cm_retries);
 	if (err)
-		enter_idle(id);
+		cm_enter_idle(id);
 	pthread_mutex_unlock(&cm->lock);
 	return err;
 }
@@ -654,9 +573,9 @@ UROCE_EXPORT int uroce_cm_send_rep(struct uroce_cm_id *id,
 		memcpy(pl + REP_PRIVATE_DATA, p->private_data,
 		       p->private_data_len);
 	id->state = CM_REP_SENT;
-	id_unwait(id);
+	cm_id_unwait(id);
 	/* the REQ said how long to wait for the RTU, and how often */
-	err = id_send_timed(id, ms_ns(uroce_cm_time_ms(
+	err = id_send_timed(id, cm_ms_ns(uroce_cm_time_ms(
 					  id->cm_response_timeout)),
 			    id->max_retries);
 	pthread_mutex_unlock(&cm->lock);
@@ -685,7 +604,7 @@ UROCE_EXPORT int uroce_cm_send_rtu(struct uroce_cm_id *id,
 		memcpy(pl + RTU_PRIVATE_DATA, data, len);
 	id->state = CM_ESTABLISHED;
 	id->deadline = 0;
-	err = id_send(id);
+	err = cm_id_send(id);
 	pthread_mutex_unlock(&cm->lock);
 	return err;
 }
@@ -702,11 +621,11 @@ UROCE_EXPORT int uroce_cm_send_rej(struct uroce_cm_id *id, int reason,
 	switch (id->state) {
 	case CM_REQ_RCVD:
 		id_send_rej(id, CM_MSG_REQ, reason, NULL, 0, data, len);
-		enter_idle(id);
+		cm_enter_idle(id);
 		break;
 	case CM_REP_RCVD:
 		id_send_rej(id, CM_MSG_REP, reason, NULL, 0, data, len);
-		enter_idle(id);
+		cm_enter_idle(id);
 		break;
 	default:
 		err = -EINVAL;
@@ -725,7 +644,7 @@ UROCE_EXPORT int uroce_cm_send_dreq(struct uroce_cm_id *id, const void *data,
 		return -EINVAL;
 	pthread_mutex_lock(&cm->lock);
 	if (id->state == CM_ESTABLISHED || id->state == CM_REP_SENT)
-		err = id_send_dreq(id, data, len);
+		err = cm_id_send_dreq(id, data, len);
 	else
 		err = -EINVAL;
 	pthread_mutex_unlock(&cm->lock);
@@ -742,7 +661,7 @@ UROCE_EXPORT int uroce_cm_send_drep(struct uroce_cm_id *id, const void *data,
 		return -EINVAL;
 	pthread_mutex_lock(&cm->lock);
 	if (id->state == CM_DREQ_RCVD)
-		err = id_send_drep(id, data, len);
+		err = cm_id_send_drep(id, data, len);
 	else
 		err = -EINVAL;
 	pthread_mutex_unlock(&cm->lock);
@@ -759,11 +678,11 @@ UROCE_EXPORT int uroce_cm_establish(struct uroce_cm_id *id)
 	if (id->state == CM_REP_SENT) {
 		id->state = CM_ESTABLISHED;
 		id->deadline = 0;
-		queue_event(&pl, id, UROCE_CM_RTU_RECEIVED, NULL, 0);
+		cm_queue_event(&pl, id, UROCE_CM_RTU_RECEIVED, NULL, 0);
 	} else if (id->state != CM_ESTABLISHED) {
 		err = -EINVAL;
 	}
-	deliver_unlock(cm, &pl);
+	cm_deliver_unlock(cm, &pl);
 	return err;
 }
 
@@ -793,9 +712,9 @@ UROCE_EXPORT int uroce_cm_send_sidr_req(struct uroce_cm_id *id,
 		memcpy(pl + SIDR_REQ_PRIVATE_DATA, p->private_data,
 		       p->private_data_len);
 	id->state = CM_SIDR_REQ_SENT;
-	err = id_send_timed(id, ms_ns(p->timeout_ms), p->max_retries);
+	err = id_send_timed(id, cm_ms_ns(p->timeout_ms), p->max_retries);
 	if (err)
-		enter_idle(id);
+		cm_enter_idle(id);
 	pthread_mutex_unlock(&cm->lock);
 	return err;
 }
@@ -823,469 +742,10 @@ UROCE_EXPORT int uroce_cm_send_sidr_rep(struct uroce_cm_id *id,
 	if (p->private_data_len)
 		memcpy(pl + SIDR_REP_PRIVATE_DATA, p->private_data,
 		       p->private_data_len);
-	err = id_send(id);
-	enter_idle(id);
+	err = cm_id_send(id);
+	cm_enter_idle(id);
 	pthread_mutex_unlock(&cm->lock);
 	return err;
-}
-
-/* ---- receiving ----------------------------------------------------------- */
-
-static struct uroce_cm_id *find_local(struct uroce_cm *cm, uint32_t local_id)
-{
-	for (struct uroce_cm_id *i = cm->ids; i; i = i->next)
-		if (i->local_id == local_id)
-			return i;
-	return NULL;
-}
-
-static struct uroce_cm_id *find_listener(struct uroce_cm *cm, uint64_t sid)
-{
-	for (struct uroce_cm_id *i = cm->ids; i; i = i->next)
-		if (i->state == CM_LISTEN && i->service_id == sid)
-			return i;
-	return NULL;
-}
-
-/* The GID index a received MAD arrived on, or -1 if none of ours. */
-static int gid_index_of(struct uroce_nic *nic, const union uroce_sockaddr *a)
-{
-	union ibv_gid gid;
-
-	uroce_sockaddr_to_gid(a, &gid);
-	for (int i = 0; i < nic->num_gids; i++)
-		if (!memcmp(&nic->gids[i].gid, &gid, sizeof(gid)))
-			return i;
-	return -1;
-}
-
-/* The path back to the sender of a request, as seen from here. */
-static bool reply_path(struct uroce_nic *nic, const struct cm_mad_rx *m,
-		       struct uroce_cm_path *path)
-{
-	int index = gid_index_of(nic, &m->rx->dst);
-
-	if (index < 0)
-		return false;
-	memset(path, 0, sizeof(*path));
-	path->sgid_index = index;
-	path->sgid = nic->gids[index].gid;
-	uroce_sockaddr_to_gid(&m->rx->src, &path->dgid);
-	path->hop_limit = 64;
-	return true;
-}
-
-static void rx_req(struct uroce_cm *cm, const struct cm_mad_rx *m,
-		   struct pending_list *pl)
-{
-	struct uroce_nic *nic = cm->nic;
-	const uint8_t *req = m->mad + MAD_HDR_LEN;
-	uint32_t remote_id = mad_be32(req, REQ_LOCAL_COMM_ID);
-	uint64_t guid = mad_be64(req, REQ_LOCAL_CA_GUID);
-	uint32_t qpn = mad_be24(req, REQ_LOCAL_QPN);
-	uint64_t sid = mad_be64(req, REQ_SERVICE_ID);
-	struct uroce_cm_id *listener, *id;
-	struct uroce_cm_event *ev;
-	struct uroce_cm_path path;
-
-	for (id = cm->ids; id; id = id->next) {
-		if (id->remote_guid != guid || id->state == CM_IDLE ||
-		    id->state == CM_LISTEN)
-			continue;
-		if (id->remote_id == remote_id) {
-			/* a duplicate: the consumer has the request, so the
-			 * peer is told to wait longer; in TimeWait it is
-			 * stale */
-			STAT_INC(nic, mad_duplicates);
-			if (id->state == CM_REQ_RCVD)
-				id_send_mra(id, CM_MSG_REQ);
-			else if (id->state == CM_TIMEWAIT)
-				uroce_cm_reply_rej(nic, m,
-						   UROCE_CM_REJ_STALE_CONN);
-			return;
-		}
-		if (id->remote_qpn == qpn && id->state != CM_TIMEWAIT) {
-			/* the peer's QP is still ours in another connection:
-			 * refuse the new one, tear the old one down */
-			uroce_cm_reply_rej(nic, m, UROCE_CM_REJ_STALE_CONN);
-			if (id->state == CM_ESTABLISHED &&
-			    id_send_dreq(id, NULL, 0))
-				STAT_INC(nic, tx_errors);
-			return;
-		}
-	}
-	listener = find_listener(cm, sid);
-	if (!listener) {
-		uroce_cm_reply_rej(nic, m, UROCE_CM_REJ_INVALID_SERVICE_ID);
-		return;
-	}
-	unsigned transport = mad_bits(req, REQ_BYTE43, 0x06);
-	bool known = transport == UROCE_CM_TRANSPORT_RC ||
-		     transport == UROCE_CM_TRANSPORT_UC ||
-		     (transport == UROCE_CM_TRANSPORT_XRC &&
-		      mad_bits(req, REQ_BYTE51, 0x07) == CM_EXT_TRANSPORT_XRC);
-
-	if (!known || !reply_path(nic, m, &path)) {
-		uroce_cm_reply_rej(nic, m, UROCE_CM_REJ_CONSUMER_DEFINED);
-		return;
-	}
-	/* a full backlog drops the REQ: the peer retransmits it */
-	if (listener->waiting >= (unsigned)listener->backlog ||
-	    listener->destroyed) {
-		STAT_INC(nic, mad_backlog_drops);
-		return;
-	}
-	id = id_alloc(cm, listener->handler, listener->context);
-	if (!id) {
-		STAT_INC(nic, mad_backlog_drops);
-		return;
-	}
-	id->state = CM_REQ_RCVD;
-	id->remote_id = remote_id;
-	id->remote_guid = guid;
-	id->remote_qpn = qpn;
-	id->xrc = transport == UROCE_CM_TRANSPORT_XRC;
-	id->service_id = sid;
-	id->tid = mad_be64(m->mad, MADH_TID);
-	id->cm_response_timeout = mad_bits(req, REQ_BYTE47, 0xF8);
-	id->max_retries = mad_bits(req, REQ_BYTE51, 0xF0);
-	id->timewait_ms = uroce_cm_time_ms(mad_bits(req, REQ_BYTE95, 0xF8));
-	uroce_cm_reply_addrs(nic, m, &id->self, &id->peer);
-	id->listener = listener;
-	listener->waiting++;
-
-	path.flow_label = mad_be32(req, REQ_FLOW_LABEL) >> 12;
-	path.traffic_class = req[REQ_TRAFFIC_CLASS];
-	path.sl = mad_bits(req, REQ_BYTE94, 0xF0);
-	path.mtu = mad_bits(req, REQ_BYTE50, 0xF0);
-	ev = queue_event(pl, listener, UROCE_CM_REQ_RECEIVED,
-			 req + REQ_PRIVATE_DATA, REQ_PRIVATE_DATA_LEN);
-	if (!ev) {
-		enter_idle(id);
-		id->destroyed = true;
-		id_maybe_free(id);
-		return;
-	}
-	/* the new id is the consumer's once the handler has seen it */
-	ev->new_id = id;
-	id->calls++;
-	ev->req.path = path;
-	ev->req.service_id = sid;
-	ev->req.qp_num = qpn;
-	ev->req.starting_psn = mad_be24(req, REQ_STARTING_PSN);
-	ev->req.transport = transport;
-	ev->req.flow_control = mad_bits(req, REQ_BYTE43, 0x01);
-	ev->req.responder_resources = req[REQ_RESP_RESOURCES];
-	ev->req.initiator_depth = req[REQ_INIT_DEPTH];
-	ev->req.retry_count = mad_bits(req, REQ_BYTE47, 0x07);
-	ev->req.rnr_retry_count = mad_bits(req, REQ_BYTE50, 0x07);
-	ev->req.srq = mad_bits(req, REQ_BYTE51, 0x08);
-	ev->req.local_ack_timeout = mad_bits(req, REQ_BYTE95, 0xF8);
-}
-
-static void rx_rep(struct uroce_cm *cm, struct uroce_cm_id *id,
-		   const uint8_t *rep, struct pending_list *pl)
-{
-	uint32_t remote_id = mad_be32(rep, REP_LOCAL_COMM_ID);
-	struct uroce_cm_event *ev;
-
-	if (id->state != CM_REQ_SENT) {
-		/* a duplicate: the RTU again once established, an MRA while
-		 * the consumer still works on the first */
-		if (id->remote_id != remote_id)
-			return;
-		STAT_INC(cm->nic, mad_duplicates);
-		if (id->state == CM_ESTABLISHED &&
-		    mad_be16(id->mad, MADH_ATTR_ID) == CM_ATTR_RTU) {
-			if (id_send(id))
-				STAT_INC(cm->nic, tx_errors);
-		} else if (id->state == CM_REP_RCVD) {
-			id_send_mra(id, CM_MSG_REP);
-		}
-		return;
-	}
-	id->remote_id = remote_id;
-	id->remote_guid = mad_be64(rep, REP_LOCAL_CA_GUID);
-	id->remote_qpn = mad_be24(rep, id->xrc ? REP_LOCAL_EECN : REP_LOCAL_QPN);
-	id->state = CM_REP_RCVD;
-	id->deadline = 0;
-	ev = queue_event(pl, id, UROCE_CM_REP_RECEIVED, rep + REP_PRIVATE_DATA,
-			 REP_PRIVATE_DATA_LEN);
-	if (!ev)
-		return;
-	ev->rep.qp_num = id->remote_qpn;
-	ev->rep.starting_psn = mad_be24(rep, REP_STARTING_PSN);
-	ev->rep.responder_resources = rep[REP_RESP_RESOURCES];
-	ev->rep.initiator_depth = rep[REP_INIT_DEPTH];
-	ev->rep.target_ack_delay = mad_bits(rep, REP_BYTE26, 0xF8);
-	ev->rep.flow_control = mad_bits(rep, REP_BYTE26, 0x01);
-	ev->rep.rnr_retry_count = mad_bits(rep, REP_BYTE27, 0xE0);
-	ev->rep.srq = mad_bits(rep, REP_BYTE27, 0x10);
-}
-
-static void rx_rej(struct uroce_cm *cm, const uint8_t *rej,
-		   struct pending_list *pl)
-{
-	uint32_t local_id = mad_be32(rej, MSG_REMOTE_COMM_ID);
-	uint32_t remote_id = mad_be32(rej, MSG_LOCAL_COMM_ID);
-	uint16_t reason = mad_be16(rej, REJ_REASON);
-	struct uroce_cm_id *id = NULL;
-	struct uroce_cm_event *ev;
-
-	if (local_id) {
-		id = find_local(cm, local_id);
-		/* a REJ of anything but our REQ names both IDs */
-		if (id && mad_bits(rej, REJ_BYTE8, 0xC0) != CM_MSG_REQ &&
-		    id->remote_id != remote_id)
-			id = NULL;
-	} else if (reason == UROCE_CM_REJ_TIMEOUT &&
-		   mad_bits(rej, REJ_BYTE9, 0xFE) >= 8) {
-		/* the sender of a REQ gave up: it names itself by CA GUID */
-		uint64_t guid = mad_be64(rej, REJ_ARI);
-
-		for (id = cm->ids; id; id = id->next)
-			if (id->remote_guid == guid &&
-			    id->remote_id == remote_id &&
-			    id->state != CM_IDLE && id->state != CM_LISTEN)
-				break;
-	}
-	if (!id) {
-		STAT_INC(cm->nic, mad_unknown_id);
-		return;
-	}
-	switch (id->state) {
-	case CM_REQ_SENT:
-	case CM_REQ_RCVD:
-	case CM_REP_SENT:
-	case CM_REP_RCVD:
-		enter_idle(id);
-		ev = queue_event(pl, id, UROCE_CM_REJ_RECEIVED,
-				 rej + REJ_PRIVATE_DATA, REJ_PRIVATE_DATA_LEN);
-		if (ev)
-			ev->status = reason;
-		break;
-	default:
-		STAT_INC(cm->nic, mad_bad_state);
-	}
-}
-
-static void rx_mra(struct uroce_cm_id *id, const uint8_t *mra)
-{
-	unsigned msg = mad_bits(mra, MRA_BYTE8, 0xC0);
-	unsigned t = mad_bits(mra, MRA_BYTE9, 0xF8);
-
-	if ((id->state == CM_REQ_SENT && msg == CM_MSG_REQ) ||
-	    (id->state == CM_REP_SENT && msg == CM_MSG_REP)) {
-		/* the peer needs longer than our timer: wait what it says
-		 * before the next retransmission */
-		set_timer(id, uroce_now_ns() + ms_ns(uroce_cm_time_ms(t)) +
-				      id->timeout_ns);
-		return;
-	}
-	STAT_INC(id->cm->nic, mad_bad_state);
-}
-
-static void rx_dreq(struct uroce_cm *cm, const struct cm_mad_rx *m,
-		    struct pending_list *pl)
-{
-	const uint8_t *dreq = m->mad + MAD_HDR_LEN;
-	struct uroce_cm_id *id =
-		find_local(cm, mad_be32(dreq, MSG_REMOTE_COMM_ID));
-
-	if (!id || id->remote_id != mad_be32(dreq, MSG_LOCAL_COMM_ID) ||
-	    id->state == CM_IDLE || id->state == CM_LISTEN) {
-		uroce_cm_reply_drep(cm->nic, m);
-		return;
-	}
-	/* a DREQ for another QP is not for this connection (Linux drops
-	 * it too, without an answer) */
-	if (mad_be24(dreq, DREQ_REMOTE_QPN) != id->local_qpn) {
-		STAT_INC(cm->nic, mad_bad_state);
-		return;
-	}
-	switch (id->state) {
-	case CM_ESTABLISHED:
-	case CM_REP_SENT:
-	case CM_DREQ_SENT:
-		id->state = CM_DREQ_RCVD;
-		id->deadline = 0;
-		id->tid = mad_be64(m->mad, MADH_TID);
-		if (!queue_event(pl, id, UROCE_CM_DREQ_RECEIVED, NULL, 0) &&
-		    id->destroyed && id_send_drep(id, NULL, 0))
-			STAT_INC(cm->nic, tx_errors);
-		break;
-	case CM_TIMEWAIT:
-		STAT_INC(cm->nic, mad_duplicates);
-		if (mad_be16(id->mad, MADH_ATTR_ID) == CM_ATTR_DREP &&
-		    id_send(id))
-			STAT_INC(cm->nic, tx_errors);
-		break;
-	default:
-		STAT_INC(cm->nic, mad_duplicates);
-	}
-}
-
-static void rx_sidr_req(struct uroce_cm *cm, const struct cm_mad_rx *m,
-			struct pending_list *pl)
-{
-	struct uroce_nic *nic = cm->nic;
-	const uint8_t *req = m->mad + MAD_HDR_LEN;
-	uint32_t request_id = mad_be32(req, SIDR_REQ_REQUEST_ID);
-	uint64_t sid = mad_be64(req, SIDR_REQ_SERVICE_ID);
-	struct uroce_cm_id *listener, *id;
-	struct uroce_cm_event *ev;
-	struct uroce_cm_path path;
-
-	for (id = cm->ids; id; id = id->next) {
-		/* a retransmission while the consumer decides */
-		if (id->state == CM_SIDR_REQ_RCVD &&
-		    id->remote_id == request_id &&
-		    uroce_sockaddr_same_ip(&id->peer, &m->rx->src)) {
-			STAT_INC(nic, mad_duplicates);
-			return;
-		}
-	}
-	listener = find_listener(cm, sid);
-	if (!listener || !reply_path(nic, m, &path)) {
-		uroce_cm_reply_sidr(nic, m, 1);
-		return;
-	}
-	if (listener->waiting >= (unsigned)listener->backlog ||
-	    listener->destroyed) {
-		STAT_INC(nic, mad_backlog_drops);
-		return;
-	}
-	id = id_alloc(cm, listener->handler, listener->context);
-	if (!id)
-		return;
-	id->state = CM_SIDR_REQ_RCVD;
-	id->remote_id = request_id;
-	id->service_id = sid;
-	id->tid = mad_be64(m->mad, MADH_TID);
-	uroce_cm_reply_addrs(nic, m, &id->self, &id->peer);
-	id->listener = listener;
-	listener->waiting++;
-	ev = queue_event(pl, listener, UROCE_CM_SIDR_REQ_RECEIVED,
-			 req + SIDR_REQ_PRIVATE_DATA,
-			 SIDR_REQ_PRIVATE_DATA_LEN);
-	if (!ev) {
-		enter_idle(id);
-		id->destroyed = true;
-		id_maybe_free(id);
-		return;
-	}
-	ev->new_id = id;
-	id->calls++;
-	ev->sidr_req.path = path;
-	ev->sidr_req.service_id = sid;
-}
-
-static void rx_sidr_rep(struct uroce_cm_id *id, const uint8_t *rep,
-			struct pending_list *pl)
-{
-	struct uroce_cm_event *ev;
-
-	if (id->state != CM_SIDR_REQ_SENT) {
-		STAT_INC(id->cm->nic, mad_duplicates);
-		return;
-	}
-	enter_idle(id);
-	ev = queue_event(pl, id, UROCE_CM_SIDR_REP_RECEIVED,
-			 rep + SIDR_REP_PRIVATE_DATA,
-			 SIDR_REP_PRIVATE_DATA_LEN);
-	if (!ev)
-		return;
-	ev->status = rep[SIDR_REP_STATUS];
-	ev->sidr_rep.qp_num = mad_be24(rep, SIDR_REP_QPN);
-	ev->sidr_rep.qkey = mad_be32(rep, SIDR_REP_QKEY);
-}
-
-void uroce_cm_rx(struct uroce_nic *nic, const struct cm_mad_rx *m)
-{
-	struct uroce_cm *cm = nic->cm;
-	const uint8_t *pl = m->mad + MAD_HDR_LEN;
-	uint16_t attr = mad_be16(m->mad, MADH_ATTR_ID);
-	struct pending_list events = { 0 };
-	struct uroce_cm_id *id;
-
-	pthread_mutex_lock(&cm->lock);
-	switch (attr) {
-	case CM_ATTR_REQ:
-		rx_req(cm, m, &events);
-		break;
-	case CM_ATTR_SIDR_REQ:
-		rx_sidr_req(cm, m, &events);
-		break;
-	case CM_ATTR_REJ:
-		rx_rej(cm, pl, &events);
-		break;
-	case CM_ATTR_DREQ:
-		rx_dreq(cm, m, &events);
-		break;
-	default:
-		id = find_local(cm, attr == CM_ATTR_SIDR_REP ?
-					    mad_be32(pl, SIDR_REP_REQUEST_ID) :
-					    mad_be32(pl, MSG_REMOTE_COMM_ID));
-		if (!id) {
-			STAT_INC(nic, mad_unknown_id);
-			break;
-		}
-		if (attr == CM_ATTR_REP) {
-			rx_rep(cm, id, pl, &events);
-		} else if (attr == CM_ATTR_SIDR_REP) {
-			rx_sidr_rep(id, pl, &events);
-		} else if (id->remote_id != mad_be32(pl, MSG_LOCAL_COMM_ID)) {
-			STAT_INC(nic, mad_unknown_id);
-		} else if (attr == CM_ATTR_MRA) {
-			rx_mra(id, pl);
-		} else if (attr == CM_ATTR_RTU) {
-			if (id->state == CM_REP_SENT) {
-				id->state = CM_ESTABLISHED;
-				id->deadline = 0;
-				id_unwait(id);
-				queue_event(&events, id, UROCE_CM_RTU_RECEIVED,
-					    NULL, 0);
-			} else {
-				STAT_INC(nic, mad_duplicates);
-			}
-		} else if (attr == CM_ATTR_DREP) {
-			if (id->state == CM_DREQ_SENT) {
-				enter_timewait(id);
-				queue_event(&events, id, UROCE_CM_DREP_RECEIVED,
-					    NULL, 0);
-			} else {
-				STAT_INC(nic, mad_duplicates);
-			}
-		}
-	}
-	deliver_unlock(cm, &events);
-}
-
-bool uroce_cm_sid_local(struct uroce_nic *nic, uint64_t sid)
-{
-	struct uroce_cm *cm = nic->cm;
-	bool local;
-
-	pthread_mutex_lock(&cm->lock);
-	local = sid_taken(cm, sid);
-	pthread_mutex_unlock(&cm->lock);
-	return local;
-}
-
-unsigned uroce_cm_num_ids(struct uroce_nic *nic)
-{
-	unsigned n = 0;
-
-	pthread_mutex_lock(&nic->cm->lock);
-	for (struct uroce_cm_id *i = nic->cm->ids; i; i = i->next)
-		n++;
-	pthread_mutex_unlock(&nic->cm->lock);
-	return n;
-}
-
-uint32_t uroce_cm_local_id(struct uroce_cm_id *id)
-{
-	return id->local_id;
 }
 
 /* ---- timers -------------------------------------------------------------- */
@@ -1312,23 +772,23 @@ static void id_timeout(struct uroce_cm_id *id, uint64_t now,
 		if (id->retries_left) {
 			id->retries_left--;
 			STAT_INC(id->cm->nic, mad_retransmits);
-			if (id_send(id))
+			if (cm_id_send(id))
 				STAT_INC(id->cm->nic, tx_errors);
-			set_timer(id, now + id->timeout_ns);
+			cm_set_timer(id, now + id->timeout_ns);
 			return;
 		}
 		/* a DREQ nobody answered still ends in TimeWait */
 		if (state == CM_DREQ_SENT)
-			enter_timewait(id);
+			cm_enter_timewait(id);
 		else
-			enter_idle(id);
-		ev = queue_event(pl, id, error_of[state], NULL, 0);
+			cm_enter_idle(id);
+		ev = cm_queue_event(pl, id, error_of[state], NULL, 0);
 		if (ev)
 			ev->status = -ETIMEDOUT;
 		break;
 	case CM_TIMEWAIT:
-		enter_idle(id);
-		queue_event(pl, id, UROCE_CM_TIMEWAIT_EXIT, NULL, 0);
+		cm_enter_idle(id);
+		cm_queue_event(pl, id, UROCE_CM_TIMEWAIT_EXIT, NULL, 0);
 		break;
 	default:
 		break;
@@ -1364,8 +824,8 @@ uint64_t uroce_cm_timers(struct uroce_nic *nic, uint64_t now)
 		/* one at a time: its handlers run unlocked */
 		id_timeout(due, now, &events);
 		if (due->destroyed && !due->calls)
-			id_maybe_free(due);
-		deliver_unlock(cm, &events);
+			cm_id_maybe_free(due);
+		cm_deliver_unlock(cm, &events);
 	}
 }
 
@@ -1388,10 +848,10 @@ void uroce_cm_exit(struct uroce_nic *nic)
 	for (struct uroce_cm_id *id = cm->ids; id; id = id->next) {
 		switch (id->state) {
 		case CM_ESTABLISHED:
-			id_send_dreq(id, NULL, 0);
+			cm_id_send_dreq(id, NULL, 0);
 			break;
 		case CM_DREQ_RCVD:
-			id_send_drep(id, NULL, 0);
+			cm_id_send_drep(id, NULL, 0);
 			break;
 		case CM_REQ_SENT:
 			id->remote_id = 0;

@@ -1,8 +1,8 @@
 /*
  * The connection manager inside the NIC: gsi.c carries MADs on QP1 and
- * routes each to the process that owns its connection or service; cm.c runs
- * the IB CM state machine of every id (see uroce_cm.h for the API that
- * librdmacm uses).
+ * routes each to the process that owns its connection or service; cm.c and
+ * cm_receive.c run the IB CM state machine of every id (see uroce_cm.h for
+ * the API that librdmacm uses).
  */
 #ifndef UROCE_CM_H
 #define UROCE_CM_H
@@ -33,7 +33,7 @@ int uroce_gsi_send(struct uroce_nic *nic, const union uroce_sockaddr *self,
 		   const union uroce_sockaddr *peer, const uint8_t *mad);
 void uroce_gsi_close(struct uroce_nic *nic);
 
-/* ---- cm.c ---- */
+/* ---- cm.c, cm_receive.c ---- */
 int uroce_cm_init(struct uroce_nic *nic);
 void uroce_cm_fini(struct uroce_nic *nic);
 /* Is the service ID bound in this process? */

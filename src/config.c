@@ -254,26 +254,25 @@ static const char *set_engine(struct uroce_config *c, const char *v)
 	return NULL;
 }
 
+/* "1" or "0" into *flag; false for anything else */
+static bool set_flag(bool *flag, const char *v)
+{
+	if (strcmp(v, "1") && strcmp(v, "0"))
+		return false;
+	*flag = v[0] == '1';
+	return true;
+}
+
 static const char *set_shm(struct uroce_config *c, const char *v)
 {
-	if (!strcmp(v, "1"))
-		c->shm = true;
-	else if (!strcmp(v, "0"))
-		c->shm = false;
-	else
-		return "expected 1 (same-host path) or 0 (always UDP)";
-	return NULL;
+	return set_flag(&c->shm, v) ? NULL
+		: "expected 1 (same-host path) or 0 (always UDP)";
 }
 
 static const char *set_tx_hold(struct uroce_config *c, const char *v)
 {
-	if (!strcmp(v, "1"))
-		c->tx_hold = true;
-	else if (!strcmp(v, "0"))
-		c->tx_hold = false;
-	else
-		return "expected 1 (batch requests behind unacknowledged ones) or 0 (send each at once)";
-	return NULL;
+	return set_flag(&c->tx_hold, v) ? NULL
+		: "expected 1 (batch requests behind unacknowledged ones) or 0 (send each at once)";
 }
 
 static const char *set_service(struct uroce_config *c, const char *v)

@@ -52,7 +52,9 @@ static struct h_qp_cfg cfg(struct h_proc *p)
 {
 	struct h_qp_cfg c = h_qp_defaults(p);
 
-	c.timeout = 10;
+	/* 2 x 16.8 ms before a request the target never answers fails: short,
+	 * and long enough for a loaded (sanitized) target's engine to NAK */
+	c.timeout = 12;
 	c.retry_cnt = 1;
 	return c;
 }

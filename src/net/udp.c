@@ -49,11 +49,13 @@ int udp_rx_watch(struct udp_priv *p, int fd, enum rx_kind kind)
 }
 
 /* The receiver's hot socket, if this is it, is forgotten before the next
- * receive call: the caller quiesces the receiver before it closes fd. */
+ * receive call: the caller quiesces the receiver before it closes fd.  The
+ * count goes up after the removal, so that a receive call that saw the new
+ * count can no longer get fd from epoll_wait. */
 void udp_rx_unwatch(struct udp_priv *p, int fd)
 {
-	atomic_fetch_add(&p->rx_set_gen, 1);
 	epoll_ctl(p->epfd, EPOLL_CTL_DEL, fd, NULL);
+	atomic_fetch_add(&p->rx_set_gen, 1);
 }
 
 static void drain_shared(struct uroce_nic *nic, int fd, int family);
@@ -583,6 +585,7 @@ struct rx_pass {
 	struct uroce_rxpkt *pkts;
 	unsigned max, used, out;
 	struct uroce_pcap *pc;
+	unsigned gen;		/* rx_set_gen when the call began */
 	bool drained;
 	int err;
 };
@@ -616,10 +619,10 @@ static bool rx_socket(struct uroce_nic *nic, struct rx_pass *rp, int fd,
 	}
 	if ((unsigned)got == want)
 		rp->drained = false;
-	if (got > 0 && fd != p->rx_hot) {
+	if (got > 0) {
 		p->rx_hot = fd;
 		p->rx_hot_kind = kind;
-		p->rx_hot_gen = atomic_load(&p->rx_set_gen);
+		p->rx_hot_gen = rp->gen;
 	}
 	for (unsigned i = rp->used; i < rp->used + got; i++) {
 		/* a forwarded datagram is never empty: end of file */
@@ -650,6 +653,7 @@ static int udp_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 	struct rx_pass rp = {
 		.pkts = pkts, .max = max, .drained = true,
 		.pc = atomic_load_explicit(&p->pcap, memory_order_acquire),
+		.gen = atomic_load(&p->rx_set_gen),
 	};
 	int nready;
 
@@ -657,7 +661,7 @@ static int udp_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 	 * the epoll_wait before the recvmmsg on the latency path; every
 	 * RX_HOT_CALLS-th call looks at all of them, so the others wait at
 	 * most that many calls. */
-	if (p->rx_hot >= 0 && p->rx_hot_gen == atomic_load(&p->rx_set_gen) &&
+	if (p->rx_hot >= 0 && p->rx_hot_gen == rp.gen &&
 	    ++p->rx_hot_calls < RX_HOT_CALLS) {
 		rx_socket(nic, &rp, p->rx_hot, p->rx_hot_kind);
 		*drained = rp.drained;

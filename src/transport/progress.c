@@ -151,7 +151,7 @@ static void *engine_main(void *arg)
 	struct uroce_nic *nic = arg;
 	struct pollfd pfd[8];
 	int nfds, fds[6];
-	uint64_t next = UINT64_MAX;
+	uint64_t next = UINT64_MAX, last_pass = uroce_now_ns();
 	sigset_t all;
 
 	/* Signals belong to the application's threads. */
@@ -170,14 +170,14 @@ static void *engine_main(void *arg)
 		uint64_t now = uroce_now_ns(), sleep_until = next;
 		uint64_t app = atomic_load(&nic->app_poll_ns);
 		bool defer = now - app < ENGINE_DEFER_NS;
-		bool kicked, left, data = false;
+		bool kicked, left, app_receives, data = false;
 		struct timespec ts, *tsp = NULL;
 
 		if (defer && sleep_until > app + ENGINE_DEFER_NS)
 			sleep_until = app + ENGINE_DEFER_NS;
 		if (sleep_until != UINT64_MAX) {
-			if (sleep_until > now + ENGINE_TIMER_TICK_NS)
-				sleep_until = now + ENGINE_TIMER_TICK_NS;
+			if (sleep_until > last_pass + ENGINE_TIMER_TICK_NS)
+				sleep_until = last_pass + ENGINE_TIMER_TICK_NS;
 			uint64_t d = sleep_until > now ? sleep_until - now : 0;
 			ts.tv_sec = d / 1000000000ull;
 			ts.tv_nsec = d % 1000000000ull;
@@ -217,15 +217,31 @@ static void *engine_main(void *arg)
 		 * not: after it left only once data arrives, while it polls
 		 * never. */
 		now = uroce_now_ns();
+		app_receives = now - atomic_load(&nic->app_poll_ns) <
+			       ENGINE_DEFER_NS;
 		if (!kicked && now < sleep_until &&
-		    (now - atomic_load(&nic->app_poll_ns) < ENGINE_DEFER_NS ||
-		     ((left || nic->cfg->spin) && !data)))
+		    (app_receives || ((left || nic->cfg->spin) && !data)))
+			continue;
+		/* The deferral ran out but the application polled again
+		 * meanwhile: it receives and sends the ACKs; only timers are
+		 * ours, and a poster that armed one without kicking us is
+		 * served within a tick of the last pass. */
+		if (!kicked && app_receives && now < next &&
+		    now - last_pass < ENGINE_TIMER_TICK_NS)
 			continue;
 
 		for (unsigned i = 0; i < ENGINE_CALLER_YIELDS &&
 				     atomic_load(&nic->rx_callers); i++)
 			sched_yield();
-		pthread_mutex_lock(&nic->rx_lock);
+		/* A poller retakes rx_lock the moment it drops it, so a
+		 * waiting engine would lose nearly every time and make each
+		 * of its unlocks a futex wake: ask it to stand aside. */
+		if (pthread_mutex_trylock(&nic->rx_lock)) {
+			atomic_fetch_add(&nic->rx_callers, 1);
+			pthread_mutex_lock(&nic->rx_lock);
+			atomic_fetch_sub(&nic->rx_callers, 1);
+		}
+		last_pass = uroce_now_ns();
 		engine_enter(nic);
 		if (uroce_now_ns() - atomic_load(&nic->app_poll_ns) >=
 		    ENGINE_DEFER_NS)

@@ -10,7 +10,11 @@
 #include "transport/opcode.h"
 #include "transport/transport.h"
 
-enum { REQ_TX_BATCH = 16 };
+/* Packets built before one hand-over to the network: with a 4 KiB MTU,
+ * four 64 KiB GSO datagrams in one sendmmsg (40 KiB of stack). */
+enum { REQ_TX_BATCH = 64 };
+/* Requests that wait under Nagle's rule (uroce_req_hold) before they go. */
+enum { REQ_HOLD_MAX = 16 };
 
 static uint32_t pkts_for(uint32_t len, uint32_t mtu)
 {
@@ -470,7 +474,7 @@ void uroce_req_progress(struct uroce_qp *qp)
 
 /*
  * Nagle's rule for requests.  A request posted while earlier ones of its QP
- * are unacknowledged waits, as long as fewer than a batch wait with it,
+ * are unacknowledged waits, as long as fewer than REQ_HOLD_MAX wait with it,
  * for whatever comes first: the next ACK (the completer sends on), the next
  * poll of a CQ or request for a CQ event in this process, or the engine.
  * Then they leave together, one system call for a batch instead of one per
@@ -489,7 +493,7 @@ bool uroce_req_hold(struct uroce_qp *qp)
 	return qp->nic->cfg->tx_hold && uroce_qp_reliable(qp) &&
 	       !qp->sh_peer && !qp->req.wait_until &&
 	       qp->req.psn != qp->comp.psn && waiting &&
-	       waiting < REQ_TX_BATCH &&
+	       waiting < REQ_HOLD_MAX &&
 	       !uroce_wqe_is_read_or_atomic(&qp->sq[newest]);
 }
 

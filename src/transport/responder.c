@@ -12,7 +12,7 @@
 #include "transport/opcode.h"
 #include "transport/transport.h"
 
-enum { RESP_TX_BATCH = 16 };
+enum { RESP_TX_BATCH = 64 };
 
 /* ---- target memory --------------------------------------------------------
  * A peer's WRITEs, atomics and READs reach the target's memory through these

@@ -333,6 +333,9 @@ struct uroce_nic {
 	 * progress (see uroce_engine_app_left). */
 	atomic_uint_fast64_t app_poll_ns;
 	atomic_bool engine_deferring;	/* asleep, leaving the sockets to it */
+	/* between waking and deciding how long to sleep next: it reads
+	 * app_release_ns after this turns false */
+	atomic_bool engine_awake;
 	/* ns of the last WRITE, READ or atomic request received: this
 	 * process is a target that the engine must serve promptly */
 	atomic_uint_fast64_t one_sided_rx_ns;
@@ -346,6 +349,10 @@ struct uroce_nic {
 	pthread_mutex_t held_lock;
 	struct uroce_qp **held;		/* UROCE_MAX_QP entries */
 	atomic_uint n_held;
+	atomic_uint release_gen;	/* uroce_req_release_held() calls */
+	/* ns of the application's last call of it (a poll, an event
+	 * request): the engine comes back at most ENGINE_DEFER_NS after */
+	atomic_uint_fast64_t app_release_ns;
 	/* IPv4 senders' identification habits (receive.c), under rx_lock */
 	struct uroce_id_habit {
 		uint32_t addr;		/* network order; 0: none yet */
@@ -659,6 +666,8 @@ struct uroce_qp {
 		uint32_t rd_atomic_out;	/* READ/atomic requests in flight */
 		bool active;		/* counted in nic->active_senders */
 		bool held_listed;	/* in nic->held, under held_lock */
+		/* nic->release_gen when a WRITE last went the same-host way */
+		unsigned sh_gen;
 		uint64_t wait_until;	/* ns: RNR wait or UC/UD pacing; 0 = none */
 		uint64_t pace_ns;	/* UC/UD: when the link is free again */
 	} req;

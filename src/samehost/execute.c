@@ -42,14 +42,50 @@ static uint64_t target_addr(const struct uroce_qp *qp,
 	return tm.addr + (wqe->remote_addr - tm.iova);
 }
 
+/* WRITEs one system call moves at most, and the pieces of memory they
+ * may gather from: a burst that uroce_req_hold() collected goes at once. */
+enum { SH_RUN_WQES = 16, SH_RUN_IOVS = 4 * UROCE_MAX_SGE };
+
+/* The WQEs from sq_next on that one call can execute: the first and the
+ * WRITEs after it that the segment proves valid, with their memory. */
+static unsigned collect_run(struct uroce_qp *qp, bool write,
+			    struct iovec *local, unsigned *nlocal,
+			    struct iovec *remote)
+{
+	int access = write ? IBV_ACCESS_REMOTE_WRITE : IBV_ACCESS_REMOTE_READ;
+	struct sh_seg *seg = qp->sh_peer->seg;
+	unsigned n = 0;
+
+	*nlocal = 0;
+	for (uint32_t i = qp->sq_next; i != qp->sq_head && n < SH_RUN_WQES;
+	     i = (i + 1) % qp->sq_size) {
+		struct uroce_send_wqe *wqe = &qp->sq[i];
+		uint64_t addr;
+
+		if (n && (!write || wqe->opcode != IBV_WR_RDMA_WRITE ||
+			  !wqe->length || wqe->state != WQE_POSTED ||
+			  *nlocal + wqe->num_sge > SH_RUN_IOVS ||
+			  atomic_load(&qp->state) != IBV_QPS_RTS))
+			break;
+		addr = target_addr(qp, wqe, seg, access);
+		if (!addr)
+			break;
+		remote[n].iov_base = (void *)(uintptr_t)addr;
+		remote[n].iov_len = wqe->length;
+		*nlocal += uroce_sge_gather(local + *nlocal, wqe->sge,
+					    wqe->num_sge, 0, wqe->length);
+		n++;
+	}
+	return n;
+}
+
 bool uroce_sh_execute(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 {
 	struct uroce_sh_peer *peer = qp->sh_peer;
 	bool write = wqe->opcode == IBV_WR_RDMA_WRITE;
-	struct iovec local[UROCE_MAX_SGE], remote;
+	struct iovec local[SH_RUN_IOVS], remote[SH_RUN_WQES];
+	unsigned nlocal, nwqe, done = 0;
 	struct sh_user *me;
-	unsigned nlocal;
-	uint64_t addr;
 	ssize_t n;
 
 	/* atomics stay with the target's CPU atomics (atomic against the
@@ -61,33 +97,33 @@ bool uroce_sh_execute(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 		return false;
 	me = &peer->seg->users[qp->nic->slot];
 	atomic_fetch_add(&me->busy, 1);
-	addr = target_addr(qp, wqe, peer->seg,
-			   write ? IBV_ACCESS_REMOTE_WRITE
-				 : IBV_ACCESS_REMOTE_READ);
-	if (!addr)
-		goto wire;
-	remote.iov_base = (void *)(uintptr_t)addr;
-	remote.iov_len = wqe->length;
-	nlocal = uroce_sge_gather(local, wqe->sge, wqe->num_sge, 0,
-				  wqe->length);
-	n = write ? process_vm_writev(peer->pid, local, nlocal, &remote, 1, 0)
-		  : process_vm_readv(peer->pid, local, nlocal, &remote, 1, 0);
-	if (n != (ssize_t)wqe->length) {
+	nwqe = collect_run(qp, write, local, &nlocal, remote);
+	if (nwqe) {
+		n = write ? process_vm_writev(peer->pid, local, nlocal,
+					      remote, nwqe, 0)
+			  : process_vm_readv(peer->pid, local, nlocal,
+					     remote, nwqe, 0);
 		/* gone, or no longer ours to reach: the wire says how the
 		 * request ends (a retry timeout for a dead peer, as between
 		 * hosts); EFAULT (an ODP page that cannot be faulted in, a
 		 * message longer than one call moves): the responder
-		 * decides */
+		 * decides.  A short count moved the WQEs it covers whole. */
 		if (n < 0 && (errno == ESRCH || errno == EPERM))
 			atomic_store(&peer->dead, true);
-		goto wire;
+		for (; done < nwqe && n >= (ssize_t)remote[done].iov_len;
+		     done++)
+			n -= (ssize_t)remote[done].iov_len;
 	}
 	atomic_fetch_sub(&me->busy, 1);
-	STAT_INC(qp->nic, samehost_ops);
-	uroce_comp_complete_tail(qp, IBV_WC_SUCCESS);
+	if (!done) {
+		STAT_INC(qp->nic, samehost_to_wire);
+		return false;
+	}
+	for (unsigned i = 0; i < done; i++) {
+		STAT_INC(qp->nic, samehost_ops);
+		uroce_comp_complete_tail(qp, IBV_WC_SUCCESS);
+	}
+	qp->req.sh_gen = atomic_load_explicit(&qp->nic->release_gen,
+					      memory_order_relaxed);
 	return true;
-wire:
-	atomic_fetch_sub(&me->busy, 1);
-	STAT_INC(qp->nic, samehost_to_wire);
-	return false;
 }

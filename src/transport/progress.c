@@ -175,6 +175,13 @@ static void *engine_main(void *arg)
 
 		if (defer && sleep_until > app + ENGINE_DEFER_NS)
 			sleep_until = app + ENGINE_DEFER_NS;
+		/* same-host WRITEs held for a burst (uroce_req_hold) go at
+		 * the latest this long after the application's last poll */
+		atomic_store(&nic->engine_awake, false);
+		app = atomic_load(&nic->app_release_ns);
+		if (now - app < UROCE_SH_HOLD_NS &&
+		    sleep_until > app + UROCE_SH_HOLD_NS)
+			sleep_until = app + UROCE_SH_HOLD_NS;
 		if (sleep_until != UINT64_MAX) {
 			if (sleep_until > last_pass + ENGINE_TIMER_TICK_NS)
 				sleep_until = last_pass + ENGINE_TIMER_TICK_NS;
@@ -207,6 +214,7 @@ static void *engine_main(void *arg)
 			for (int i = 0; i < nfds; i++)
 				data |= pfd[i].revents != 0;
 		}
+		atomic_store(&nic->engine_awake, true);
 		kicked = eventfd_take(&pfd[nfds]);
 		left = eventfd_take(&pfd[nfds + 1]);
 

@@ -484,17 +484,38 @@ void uroce_req_progress(struct uroce_qp *qp)
  */
 bool uroce_req_hold(struct uroce_qp *qp)
 {
+	struct uroce_nic *nic = qp->nic;
 	uint32_t waiting = (qp->sq_head + qp->sq_size - qp->sq_next) %
 			   qp->sq_size;
 	uint32_t newest = (qp->sq_head + qp->sq_size - 1) % qp->sq_size;
 
 	/* READs and atomics are few in flight (max_rd_atomic) and wait for
 	 * their responses anyway: holding them only delays them */
-	return qp->nic->cfg->tx_hold && uroce_qp_reliable(qp) &&
-	       !qp->sh_peer && !qp->req.wait_until &&
-	       qp->req.psn != qp->comp.psn && waiting &&
-	       waiting < REQ_HOLD_MAX &&
-	       !uroce_wqe_is_read_or_atomic(&qp->sq[newest]);
+	if (!nic->cfg->tx_hold || !uroce_qp_reliable(qp) ||
+	    qp->req.wait_until || !waiting || waiting >= REQ_HOLD_MAX ||
+	    uroce_wqe_is_read_or_atomic(&qp->sq[newest]))
+		return false;
+	if (!qp->sh_peer)
+		return qp->req.psn != qp->comp.psn;
+	/* Same host: a WRITE posted after another one went since the
+	 * application last polled is part of a burst, which the next poll
+	 * sends as one system call.  Only while the application polls: the
+	 * engine, due back at most UROCE_SH_HOLD_NS after the last poll it
+	 * saw, sends the burst should the polls stop.  An engine asleep for
+	 * longer is woken to see the polls, once: a kick for every burst
+	 * would cost the system call the burst saves. */
+	uint64_t app = atomic_load(&nic->app_release_ns);
+
+	if (qp->sq[newest].opcode != IBV_WR_RDMA_WRITE ||
+	    qp->req.sh_gen != atomic_load_explicit(&nic->release_gen,
+						   memory_order_relaxed) ||
+	    uroce_now_ns() - app >= UROCE_SH_HOLD_NS)
+		return false;
+	if (atomic_load(&nic->engine_awake) ||
+	    atomic_load(&nic->engine_sleep_until) <= app + UROCE_SH_HOLD_NS)
+		return true;
+	uroce_nic_kick(nic, app + UROCE_SH_HOLD_NS);
+	return false;
 }
 
 void uroce_req_list_held(struct uroce_qp *qp)
@@ -512,6 +533,7 @@ void uroce_req_list_held(struct uroce_qp *qp)
 
 void uroce_req_release_held(struct uroce_nic *nic)
 {
+	atomic_fetch_add_explicit(&nic->release_gen, 1, memory_order_relaxed);
 	if (!atomic_load_explicit(&nic->n_held, memory_order_relaxed))
 		return;
 	/* under held_lock throughout, so that no QP is freed meanwhile */
@@ -526,6 +548,13 @@ void uroce_req_release_held(struct uroce_nic *nic)
 	}
 	atomic_store(&nic->n_held, 0);
 	pthread_mutex_unlock(&nic->held_lock);
+}
+
+void uroce_req_app_release_held(struct uroce_nic *nic)
+{
+	atomic_store_explicit(&nic->app_release_ns, uroce_now_ns(),
+			      memory_order_relaxed);
+	uroce_req_release_held(nic);
 }
 
 void uroce_req_forget_held(struct uroce_qp *qp)

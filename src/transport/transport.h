@@ -83,6 +83,8 @@ bool uroce_req_hold(struct uroce_qp *qp);
  * every listed QP holds; take a QP off the list before it is freed */
 void uroce_req_list_held(struct uroce_qp *qp);
 void uroce_req_release_held(struct uroce_nic *nic);
+/* The same, called by the application (a poll, a request for an event). */
+void uroce_req_app_release_held(struct uroce_nic *nic);
 void uroce_req_forget_held(struct uroce_qp *qp);
 /* sge.c: [offset, offset + len) of a scatter/gather list as iovecs (returns
  * how many), or filled from data (the caller checked that it fits). */

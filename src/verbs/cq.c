@@ -484,7 +484,7 @@ int uroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 		return got;
 	}
 	/* requests held back for company go now, as a batch */
-	uroce_req_release_held(nic);
+	uroce_req_app_release_held(nic);
 	got = uroce_cq_take(cq, num_entries, wc, NULL);
 	if (got == 0 && num_entries) {
 		/* Receive on this thread instead of waiting for the engine
@@ -509,7 +509,7 @@ int uroce_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 		cq->armed = CQ_ARMED_SOLICITED;
 	pthread_mutex_unlock(&cq->lock);
 	/* the application is about to wait for the event, not poll */
-	uroce_req_release_held(to_uctx(ibcq->context)->nic);
+	uroce_req_app_release_held(to_uctx(ibcq->context)->nic);
 	uroce_engine_app_left(to_uctx(ibcq->context)->nic, true);
 	return 0;
 }

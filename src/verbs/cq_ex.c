@@ -53,7 +53,7 @@ static int refill(struct uroce_cq *cq)
 	struct uroce_cq_ex_poll *p = cq->ex;
 	int got;
 
-	uroce_req_release_held(to_uctx(cq->ibcq.context)->nic);
+	uroce_req_app_release_held(to_uctx(cq->ibcq.context)->nic);
 	got = uroce_cq_take(cq, UROCE_CQ_EX_BATCH, p->wc, p->ts);
 
 	if (got == 0) {

@@ -14,10 +14,12 @@
  *                of receives in one ibv_post_recv; then a list whose third WR
  *                is invalid: *bad_wr points at it, the two before it run, the
  *                ones from it on do not.
- * rc.held       WRITEs posted one by one behind unacknowledged ones (which
- *                UROCE_TX_HOLD batches over UDP) all land while the requester
- *                calls no verb: the ACKs of those ahead send them on, no poll
- *                needed; then the last one's completion is there.
+ * rc.held       WRITEs posted one by one right after a poll, behind
+ *                unacknowledged ones (which UROCE_TX_HOLD batches over UDP)
+ *                or ones the same-host path moved (a burst, which it moves
+ *                in one system call), all land while the requester calls no
+ *                verb: the ACKs of those ahead, or the engine, send them on,
+ *                no poll needed; then the last one's completion is there.
  *
  * Role 0 is the requester, role 1 the responder.
  */
@@ -236,6 +238,11 @@ static void run_held(struct h_proc *p)
 	c.sq_sig_all = 0;
 	side_open(p, &s, &c, HELD_WRS * HELD_LEN, 40);
 	if (s.requester) {
+		struct ibv_wc wc;
+
+		/* a polling application is one whose bursts are held */
+		if (ibv_poll_cq(s.ep.scq, 1, &wc) != 0)
+			h_fail("completion before any request");
 		for (uint64_t i = 0; i < HELD_WRS; i++) {
 			struct ibv_sge sge = {
 				.addr = (uintptr_t)s.buf.mem + i * HELD_LEN,

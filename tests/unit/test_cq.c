@@ -58,7 +58,7 @@ void uroce_engine_app_left(struct uroce_nic *nic, bool will_wait)
 	engine_app_left++;
 }
 
-void uroce_req_release_held(struct uroce_nic *nic)
+void uroce_req_app_release_held(struct uroce_nic *nic)
 {
 	(void)nic;
 }

@@ -69,7 +69,8 @@ enum uroce_params {
 	 * after its last poll of an empty CQ (transport/progress.c) */
 	UROCE_ENGINE_DEFER_NS = 200000,
 	/* Same-host WRITEs held for a burst (transport/requester.c) go at
-	 * the latest this long after the application's last poll */
+	 * the latest this long after the last one was held; and a WRITE is
+	 * held only this long after the application's last poll */
 	UROCE_SH_HOLD_NS = 1000000,
 
 	/* packets per receive call: room for 16 GRO datagrams of up to 64

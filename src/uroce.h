@@ -334,7 +334,7 @@ struct uroce_nic {
 	atomic_uint_fast64_t app_poll_ns;
 	atomic_bool engine_deferring;	/* asleep, leaving the sockets to it */
 	/* between waking and deciding how long to sleep next: it reads
-	 * app_release_ns after this turns false */
+	 * sh_hold_ns after this turns false */
 	atomic_bool engine_awake;
 	/* ns of the last WRITE, READ or atomic request received: this
 	 * process is a target that the engine must serve promptly */
@@ -351,8 +351,9 @@ struct uroce_nic {
 	atomic_uint n_held;
 	atomic_uint release_gen;	/* uroce_req_release_held() calls */
 	/* ns of the application's last call of it (a poll, an event
-	 * request): the engine comes back at most ENGINE_DEFER_NS after */
-	atomic_uint_fast64_t app_release_ns;
+	 * request), and of the last same-host hold, after which the engine
+	 * comes back within UROCE_SH_HOLD_NS */
+	atomic_uint_fast64_t app_release_ns, sh_hold_ns;
 	/* IPv4 senders' identification habits (receive.c), under rx_lock */
 	struct uroce_id_habit {
 		uint32_t addr;		/* network order; 0: none yet */

@@ -176,12 +176,12 @@ static void *engine_main(void *arg)
 		if (defer && sleep_until > app + ENGINE_DEFER_NS)
 			sleep_until = app + ENGINE_DEFER_NS;
 		/* same-host WRITEs held for a burst (uroce_req_hold) go at
-		 * the latest this long after the application's last poll */
+		 * the latest this long after the last hold */
 		atomic_store(&nic->engine_awake, false);
-		app = atomic_load(&nic->app_release_ns);
-		if (now - app < UROCE_SH_HOLD_NS &&
-		    sleep_until > app + UROCE_SH_HOLD_NS)
-			sleep_until = app + UROCE_SH_HOLD_NS;
+		uint64_t held_until = atomic_load(&nic->sh_hold_ns) +
+				      UROCE_SH_HOLD_NS;
+		if (held_until > now && sleep_until > held_until)
+			sleep_until = held_until;
 		if (sleep_until != UINT64_MAX) {
 			if (sleep_until > last_pass + ENGINE_TIMER_TICK_NS)
 				sleep_until = last_pass + ENGINE_TIMER_TICK_NS;

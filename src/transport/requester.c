@@ -497,24 +497,26 @@ bool uroce_req_hold(struct uroce_qp *qp)
 		return false;
 	if (!qp->sh_peer)
 		return qp->req.psn != qp->comp.psn;
-	/* Same host: a WRITE posted after another one went since the
-	 * application last polled is part of a burst, which the next poll
-	 * sends as one system call.  Only while the application polls: the
-	 * engine, due back at most UROCE_SH_HOLD_NS after the last poll it
-	 * saw, sends the burst should the polls stop.  An engine asleep for
-	 * longer is woken to see the polls, once: a kick for every burst
-	 * would cost the system call the burst saves. */
-	uint64_t app = atomic_load(&nic->app_release_ns);
+	/* Same host: a WRITE posted after another one of its QP went since
+	 * the application last polled is part of a burst, which goes as one
+	 * system call.  Held only in an application that polls (within
+	 * UROCE_SH_HOLD_NS), whose next poll sends the burst; should none
+	 * come, the engine, due back within UROCE_SH_HOLD_NS of the last
+	 * hold, does.  An engine asleep for longer is woken to see the
+	 * holds, once: a kick for every burst would cost the system call
+	 * the burst saves. */
+	uint64_t now = uroce_now_ns();
 
 	if (qp->sq[newest].opcode != IBV_WR_RDMA_WRITE ||
 	    qp->req.sh_gen != atomic_load_explicit(&nic->release_gen,
 						   memory_order_relaxed) ||
-	    uroce_now_ns() - app >= UROCE_SH_HOLD_NS)
+	    now - atomic_load(&nic->app_release_ns) >= UROCE_SH_HOLD_NS)
 		return false;
+	atomic_store(&nic->sh_hold_ns, now);
 	if (atomic_load(&nic->engine_awake) ||
-	    atomic_load(&nic->engine_sleep_until) <= app + UROCE_SH_HOLD_NS)
+	    atomic_load(&nic->engine_sleep_until) <= now + UROCE_SH_HOLD_NS)
 		return true;
-	uroce_nic_kick(nic, app + UROCE_SH_HOLD_NS);
+	uroce_nic_kick(nic, now + UROCE_SH_HOLD_NS);
 	return false;
 }
 

@@ -91,7 +91,7 @@ static void engine_receive(struct uroce_nic *nic)
 	n = uroce_sh_recv(nic, pkts, UROCE_RX_BATCH);
 	if (n > 0) {
 		count_rx(nic, pkts, n);
-		uroce_recv_batch(nic, pkts, n);
+		uroce_recv_batch(nic, pkts, n, true);
 		uroce_sh_recv_done(nic);
 		budget -= n;
 	}
@@ -106,7 +106,7 @@ static void engine_receive(struct uroce_nic *nic)
 		if (nic->faults.cfg.rx)
 			n = uroce_faults_apply(&nic->faults, pkts, n, UROCE_RX_BATCH);
 		count_rx(nic, pkts, n);
-		uroce_recv_batch(nic, pkts, n);
+		uroce_recv_batch(nic, pkts, n, false);
 		budget -= n;
 	}
 }

@@ -126,10 +126,11 @@ bool uroce_resp_take_ack(struct uroce_qp *qp, struct uroce_txpkt *p);
 /* Flush every posted receive WQE (QP in error); rq lock not held. */
 void uroce_resp_flush(struct uroce_qp *qp);
 
-/* receive.c: validate and dispatch one batch (rx_lock held). */
-/* Under rx_lock: handle received packets; send the ACKs they call for (all,
+/* receive.c, under rx_lock: validate and handle received packets (from
+ * the same-host ring: no ICRC to check); send the ACKs they call for (all,
  * or one QP's, which then leaves the list of those owing one). */
-void uroce_recv_batch(struct uroce_nic *nic, struct uroce_rxpkt *pkts, int n);
+void uroce_recv_batch(struct uroce_nic *nic, struct uroce_rxpkt *pkts, int n,
+		      bool from_ring);
 void uroce_flush_acks(struct uroce_nic *nic);
 void uroce_flush_qp_ack(struct uroce_nic *nic, struct uroce_qp *qp);
 /* The ACK qp owes, taken off the list of those owing one and built into p

@@ -63,9 +63,14 @@ static void put_icrcs(struct uroce_qp *qp, struct uroce_txpkt *pkts,
 	}
 }
 
-/* Packets whose ICRCs are in place, to the peer: how many went. */
+/*
+ * Packets to the peer: how many went.  Only those that go on the wire need
+ * their ICRCs (unless icrcs_done): the same-host ring, memory no wire
+ * passes through, carries none that anyone checks, which saves the
+ * receiver as much CPU as the copy out of the ring costs.
+ */
 static int send_pkts(struct uroce_qp *qp, struct uroce_txpkt *pkts,
-		     unsigned n)
+		     unsigned n, bool icrcs_done)
 {
 	struct uroce_nic *nic = qp->nic;
 	int sent;
@@ -79,9 +84,11 @@ static int send_pkts(struct uroce_qp *qp, struct uroce_txpkt *pkts,
 		while ((unsigned)sent < n &&
 		       (ib_opcodes[bth_opcode(pkts[sent].hdr)].mask &
 			OPM_RESP)) {
-			int r = nic->net->xmit(nic, qp->tx, &pkts[sent], 1);
-			int more;
+			int more, r;
 
+			if (!icrcs_done)
+				put_icrcs(qp, &pkts[sent], 1);
+			r = nic->net->xmit(nic, qp->tx, &pkts[sent], 1);
 			if (r <= 0)
 				break;
 			sent++;
@@ -90,6 +97,8 @@ static int send_pkts(struct uroce_qp *qp, struct uroce_txpkt *pkts,
 		}
 		return sent;
 	}
+	if (!icrcs_done)
+		put_icrcs(qp, pkts, n);
 	/* a UD QP has a socket per address family; the caller batches by it */
 	sent = nic->net->xmit(nic, pkts[0].dst->sa.sa_family == AF_INET6 &&
 				   qp->tx6 >= 0 ? qp->tx6 : qp->tx, pkts, n);
@@ -117,7 +126,7 @@ static int xmit_with_faults(struct uroce_qp *qp, struct uroce_txpkt *pkts,
 			continue;
 		if (i > start) {
 			put_icrcs(qp, &pkts[start], i - start);
-			r = send_pkts(qp, &pkts[start], i - start);
+			r = send_pkts(qp, &pkts[start], i - start, true);
 			if (r < (int)(i - start))
 				return r > 0 || start ? (int)start + (r > 0 ? r : 0)
 						      : r;
@@ -126,7 +135,7 @@ static int xmit_with_faults(struct uroce_qp *qp, struct uroce_txpkt *pkts,
 		if (fault == UROCE_TX_CORRUPT) {
 			put_icrcs(qp, &pkts[i], 1);
 			uroce_faults_corrupt_tx(f, &pkts[i]);
-			r = send_pkts(qp, &pkts[i], 1);
+			r = send_pkts(qp, &pkts[i], 1, true);
 			if (r < 1)
 				return i ? (int)i : r;
 		}
@@ -138,6 +147,5 @@ int uroce_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n)
 {
 	if (qp->nic->faults.cfg.tx)
 		return xmit_with_faults(qp, pkts, n);
-	put_icrcs(qp, pkts, n);
-	return send_pkts(qp, pkts, n);
+	return send_pkts(qp, pkts, n, false);
 }

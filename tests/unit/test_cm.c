@@ -115,7 +115,7 @@ static void deliver_len(uint32_t len, bool seal)
 			       uroce_icrc_compute(&ip, &iov, 1));
 	}
 	pthread_mutex_lock(&nic->rx_lock);
-	uroce_recv_batch(nic, &rx, 1);
+	uroce_recv_batch(nic, &rx, 1, false);
 	pthread_mutex_unlock(&nic->rx_lock);
 }
 

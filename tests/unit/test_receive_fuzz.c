@@ -269,7 +269,7 @@ static void deliver(struct uroce_rxpkt *pkts, int n)
 	struct uroce_nic *nic = to_uctx(ctx)->nic;
 
 	pthread_mutex_lock(&nic->rx_lock);
-	uroce_recv_batch(nic, pkts, n);
+	uroce_recv_batch(nic, pkts, n, false);
 	uroce_flush_acks(nic);
 	pthread_mutex_unlock(&nic->rx_lock);
 }

@@ -1,9 +1,10 @@
 /*
  * The transport engine: requester (requester.c) turns send WQEs into request
- * packets; responder (responder.c) executes incoming requests and answers;
- * completer (completer.c) consumes ACKs and responses and completes send WQEs;
- * receive (receive.c) validates every datagram and dispatches it; progress
- * (progress.c) is the background thread that plays the NIC.
+ * packets; responder (responder.c, read_atomic.c) executes incoming requests
+ * and answers; completer (completer.c) consumes ACKs and responses and
+ * completes send WQEs; receive (receive.c) validates every datagram and
+ * dispatches it; progress (progress.c) is the background thread that plays
+ * the NIC.
  */
 #ifndef UROCE_TRANSPORT_H
 #define UROCE_TRANSPORT_H

@@ -334,7 +334,8 @@ struct uroce_nic {
 	atomic_uint_fast64_t app_poll_ns;
 	atomic_bool engine_deferring;	/* asleep, leaving the sockets to it */
 	/* between waking and deciding how long to sleep next: it reads
-	 * sh_hold_ns after this turns false */
+	 * sh_hold_ns after this turns false (transport/requester.c,
+	 * sh_engine_due) */
 	atomic_bool engine_awake;
 	/* ns of the last WRITE, READ or atomic request received: this
 	 * process is a target that the engine must serve promptly */

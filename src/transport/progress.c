@@ -200,6 +200,11 @@ static void *engine_main(void *arg)
 		for (int i = 0; i < nfds + 2; i++)
 			pfd[i].revents = 0;
 		atomic_store(&nic->engine_sleep_until, sleep_until);
+		/* a same-host hold announced since we looked, which its
+		 * poster did not kick us for (uroce_req_list_held) */
+		held_until = atomic_load(&nic->sh_hold_ns) + UROCE_SH_HOLD_NS;
+		if (held_until > now && held_until < sleep_until)
+			continue;
 		/* deferring: wait for a kick or the deadline, not for data.
 		 * Announced before app_poll_ns is read again, so that a poller
 		 * leaving (uroce_engine_app_left) either is seen here or sees

@@ -501,23 +501,29 @@ bool uroce_req_hold(struct uroce_qp *qp)
 	 * the application last polled is part of a burst, which goes as one
 	 * system call.  Held only in an application that polls (within
 	 * UROCE_SH_HOLD_NS), whose next poll sends the burst; should none
-	 * come, the engine, due back within UROCE_SH_HOLD_NS of the last
-	 * hold, does.  An engine asleep for longer is woken to see the
-	 * holds, once: a kick for every burst would cost the system call
-	 * the burst saves. */
+	 * come, the engine does (uroce_req_list_held). */
+	return qp->sq[newest].opcode == IBV_WR_RDMA_WRITE &&
+	       qp->req.sh_gen == atomic_load_explicit(&nic->release_gen,
+						      memory_order_relaxed) &&
+	       uroce_now_ns() - atomic_load(&nic->app_release_ns) <
+		       UROCE_SH_HOLD_NS;
+}
+
+/*
+ * A same-host hold has no ACK or timer to end it: the engine must come back
+ * within UROCE_SH_HOLD_NS.  Announced after the QP is listed; the engine
+ * looks at sh_hold_ns again after it announced its own sleep, so either it
+ * sees ours, or we see its sleep and wake it if that is too long (once per
+ * start of bursts: a kick for every burst would cost the system call the
+ * burst saves).
+ */
+static void sh_engine_due(struct uroce_nic *nic)
+{
 	uint64_t now = uroce_now_ns();
 
-	if (qp->sq[newest].opcode != IBV_WR_RDMA_WRITE ||
-	    qp->req.sh_gen != atomic_load_explicit(&nic->release_gen,
-						   memory_order_relaxed) ||
-	    now - atomic_load(&nic->app_release_ns) >= UROCE_SH_HOLD_NS)
-		return false;
 	atomic_store(&nic->sh_hold_ns, now);
-	if (atomic_load(&nic->engine_awake) ||
-	    atomic_load(&nic->engine_sleep_until) <= now + UROCE_SH_HOLD_NS)
-		return true;
-	uroce_nic_kick(nic, now + UROCE_SH_HOLD_NS);
-	return false;
+	if (!atomic_load(&nic->engine_awake))
+		uroce_nic_kick(nic, now + UROCE_SH_HOLD_NS);
 }
 
 void uroce_req_list_held(struct uroce_qp *qp)
@@ -531,6 +537,8 @@ void uroce_req_list_held(struct uroce_qp *qp)
 		atomic_fetch_add(&nic->n_held, 1);
 	}
 	pthread_mutex_unlock(&nic->held_lock);
+	if (qp->sh_peer)
+		sh_engine_due(nic);
 }
 
 void uroce_req_release_held(struct uroce_nic *nic)

@@ -19,6 +19,12 @@
 /* While any timer is armed the engine wakes at least this often, so that a
  * posting thread rarely needs to kick it (kicks cost a syscall each). */
 #define ENGINE_TIMER_TICK_NS 1000000ull
+/* ... and goes on ticking this long after it last had work (a kick, data,
+ * an armed timer): a request-response loop disarms the timers at every
+ * response and arms them at the next request, which would otherwise kick
+ * an engine asleep without a deadline, a wake-up and a pass (contending
+ * for rx_lock with the poller) per round trip. */
+#define ENGINE_TICK_LINGER_NS 1000000000ull
 /* While an application thread busy-polls an empty CQ it receives for
  * itself, and the engine stays off the sockets for this long after its last
  * poll: two receivers would only contend for rx_lock, and on a busy machine
@@ -152,6 +158,7 @@ static void *engine_main(void *arg)
 	struct pollfd pfd[8];
 	int nfds, fds[6];
 	uint64_t next = UINT64_MAX, last_pass = uroce_now_ns();
+	uint64_t last_busy = 0;
 	sigset_t all;
 
 	/* Signals belong to the application's threads. */
@@ -175,6 +182,9 @@ static void *engine_main(void *arg)
 
 		if (defer && sleep_until > app + ENGINE_DEFER_NS)
 			sleep_until = app + ENGINE_DEFER_NS;
+		if (now - last_busy < ENGINE_TICK_LINGER_NS &&
+		    sleep_until > last_pass + ENGINE_TIMER_TICK_NS)
+			sleep_until = last_pass + ENGINE_TIMER_TICK_NS;
 		/* same-host WRITEs held for a burst (uroce_req_hold) go at
 		 * the latest this long after the last hold */
 		atomic_store(&nic->engine_awake, false);
@@ -267,6 +277,8 @@ static void *engine_main(void *arg)
 		uint64_t cm_next = uroce_cm_timers(nic, uroce_now_ns());
 		if (cm_next < next)
 			next = cm_next;
+		if (kicked || data || next != UINT64_MAX)
+			last_busy = last_pass;
 		engine_leave(nic);
 		pthread_mutex_unlock(&nic->rx_lock);
 		uroce_req_release_held(nic);

@@ -252,9 +252,9 @@ void uroce_faults_corrupt_tx(struct uroce_faults *f, struct uroce_txpkt *p);
 	X(rx_bad_icrc) X(rx_malformed)                                         \
 	X(rx_unknown_qp) X(rx_bad_source) X(rx_bad_state) X(rx_out_of_window)  \
 	X(rx_duplicate) X(rx_forwarded) X(rx_forward_failed) X(tx_errors)      \
-	X(retransmits) X(timeouts) X(rnr_naks_sent) X(rnr_naks_rcvd)           \
-	X(seq_naks_sent) X(seq_naks_rcvd) X(fault_drops) X(fault_dups)         \
-	X(fault_reorders) X(fault_corrupts) X(fault_delays) X(fault_tx_drops) \
+	X(retransmits) X(timeouts) X(loss_probes) X(rnr_naks_sent)            \
+	X(rnr_naks_rcvd) X(seq_naks_sent) X(seq_naks_rcvd) X(fault_drops)     \
+	X(fault_dups) X(fault_reorders) X(fault_corrupts) X(fault_delays) X(fault_tx_drops) \
 	X(fault_tx_corrupts) X(access_errors) X(rx_errors) X(rx_bad_qkey)        \
 	X(rx_dropped_msgs) X(pcap_drops) X(mad_rx) X(mad_tx)                  \
 	X(mad_malformed) X(mad_forwarded) X(mad_unknown_id) X(mad_bad_state)   \
@@ -668,6 +668,9 @@ struct uroce_qp {
 		uint32_t rd_atomic_out;	/* READ/atomic requests in flight */
 		bool active;		/* counted in nic->active_senders */
 		bool held_listed;	/* in nic->held, under held_lock */
+		/* congestion window, packets (0 = the whole window): halved
+		 * at a loss, grown back as ACKs come (completer.c) */
+		uint32_t cwnd, cwnd_acked;
 		/* nic->release_gen when a WRITE last went the same-host way */
 		unsigned sh_gen;
 		uint64_t wait_until;	/* ns: RNR wait or UC/UD pacing; 0 = none */
@@ -680,6 +683,17 @@ struct uroce_qp {
 		uint64_t deadline;	/* ns of the local ACK timeout; 0 = idle */
 		uint32_t rewound_psn;	/* last PSN we went back to (avoid storms) */
 		bool rewound;
+		/* loss probe (completer.c): when to go back unasked, and how
+		 * often in a row it went unanswered */
+		uint64_t probe_at;	/* ns; 0 = none */
+		uint32_t probe_backoff;
+		/* round-trip estimate, ns (0 = no sample yet), and the packet
+		 * being timed (rtt_sent_ns 0 = none) */
+		uint32_t srtt_ns, rttvar_ns, rtt_psn;
+		uint64_t rtt_sent_ns;
+		/* the window was cut for the losses up to this PSN */
+		uint32_t recover_psn;
+		bool cut;
 	} comp;
 
 	/* receive side: responder state, guarded by rq_lock (or the SRQ's) */

@@ -92,38 +92,138 @@ void uroce_comp_flush(struct uroce_qp *qp)
 	qp->req.offset = 0;
 	qp->req.rd_atomic_out = 0;
 	qp->comp.deadline = 0;
+	qp->comp.probe_at = 0;
 	qp->req.wait_until = 0;
 	uroce_req_set_active(qp, false);
+}
+
+/*
+ * Congestion window.  Go-back-N resends everything after a loss, so a
+ * window that a lossy path (or a receiver's socket buffer) cannot carry
+ * costs far more than it gains: the window halves at a loss, once per
+ * window's worth of packets, and grows back by one packet in
+ * CWND_GROWTH_DIV acknowledged (about an eighth a round trip).
+ */
+#define CWND_GROWTH_DIV 8
+
+static void cwnd_grow(struct uroce_qp *qp, uint32_t acked)
+{
+	uint32_t max = qp->nic->cfg->window;
+
+	if (!qp->req.cwnd)
+		return;
+	qp->req.cwnd_acked += acked;
+	qp->req.cwnd += qp->req.cwnd_acked / CWND_GROWTH_DIV;
+	qp->req.cwnd_acked %= CWND_GROWTH_DIV;
+	if (qp->req.cwnd >= max)
+		qp->req.cwnd = 0;
+}
+
+static void cwnd_cut(struct uroce_qp *qp)
+{
+	uint32_t w = qp->req.cwnd ? qp->req.cwnd : qp->nic->cfg->window;
+
+	if (qp->comp.cut && psn_diff(qp->comp.psn, qp->comp.recover_psn) < 0)
+		return;		/* the same window's losses */
+	qp->comp.cut = true;
+	qp->comp.recover_psn = qp->req.max_psn;
+	w /= 2;
+	qp->req.cwnd = w > UROCE_MIN_WINDOW ? w : UROCE_MIN_WINDOW;
+	qp->req.cwnd_acked = 0;
+}
+
+/*
+ * Loss probe.  A lost NAK, or the last packets of a burst lost, leave the
+ * responder silent: only the application's ACK timeout (67 ms at the usual
+ * 14) would resend them.  So the requester also goes back by itself once
+ * nothing has been acknowledged for a few round trips (estimated as TCP
+ * does, RFC 6298, from one timed packet at a time), doubling the wait
+ * each time in a row it goes unanswered.  Probes do not count against
+ * retry_cnt: the ACK timeout alone decides when a peer is gone.
+ */
+static uint64_t probe_wait_ns(const struct uroce_qp *qp)
+{
+	uint64_t var = 4ull * qp->comp.rttvar_ns, t;
+	uint64_t timeout = uroce_ack_timeout_ns(qp->attr.timeout);
+
+	if (!qp->comp.srtt_ns)
+		return 0;	/* no estimate yet: the ACK timeout only */
+	if (var < UROCE_PROBE_VAR_MIN_NS)
+		var = UROCE_PROBE_VAR_MIN_NS;
+	t = 2ull * qp->comp.srtt_ns + var;
+	if (t < UROCE_PROBE_MIN_NS)
+		t = UROCE_PROBE_MIN_NS;
+	t <<= qp->comp.probe_backoff < 16 ? qp->comp.probe_backoff : 16;
+	return timeout && t >= timeout ? 0 : t;
+}
+
+void uroce_comp_arm_probe(struct uroce_qp *qp, uint64_t now)
+{
+	uint64_t t = probe_wait_ns(qp);
+
+	qp->comp.probe_at = t ? now + t : 0;
+}
+
+static void rtt_sample(struct uroce_qp *qp, uint64_t now)
+{
+	uint64_t r = now - qp->comp.rtt_sent_ns;
+	uint32_t rtt = r < UINT32_MAX ? (uint32_t)r : UINT32_MAX;
+
+	qp->comp.rtt_sent_ns = 0;
+	if (!qp->comp.srtt_ns) {
+		qp->comp.srtt_ns = rtt ? rtt : 1;
+		qp->comp.rttvar_ns = rtt / 2;
+		return;
+	}
+	uint32_t err = rtt > qp->comp.srtt_ns ? rtt - qp->comp.srtt_ns
+					      : qp->comp.srtt_ns - rtt;
+	qp->comp.rttvar_ns = qp->comp.rttvar_ns - qp->comp.rttvar_ns / 4 +
+			     err / 4;
+	qp->comp.srtt_ns = qp->comp.srtt_ns - qp->comp.srtt_ns / 8 + rtt / 8;
+	if (!qp->comp.srtt_ns)
+		qp->comp.srtt_ns = 1;
 }
 
 /* Forward progress: restart the retry budget and the ACK timer. */
 static void comp_progress(struct uroce_qp *qp, uint32_t new_psn)
 {
+	uint32_t acked = (uint32_t)psn_diff(new_psn, qp->comp.psn);
+	uint64_t now = uroce_now_ns();
+
 	qp->comp.psn = new_psn;
 	qp->comp.retry_left = qp->attr.retry_cnt;
 	qp->comp.rnr_retry_left = qp->attr.rnr_retry;
 	qp->comp.rewound = false;
+	qp->comp.probe_backoff = 0;
+	if (qp->comp.rtt_sent_ns && psn_diff(new_psn, qp->comp.rtt_psn) > 0)
+		rtt_sample(qp, now);
+	cwnd_grow(qp, acked);
 	/* acknowledged beyond where a rewind left the requester: skip ahead */
 	if (psn_diff(new_psn, qp->req.psn) > 0)
 		uroce_req_seek(qp, new_psn);
 	if (qp->comp.psn == qp->req.max_psn) {
 		qp->comp.deadline = 0;
+		qp->comp.probe_at = 0;
 		uroce_req_set_active(qp, false);
 	} else {
 		uint64_t t = uroce_ack_timeout_ns(qp->attr.timeout);
 
-		qp->comp.deadline = t ? uroce_now_ns() + t : 0;
+		qp->comp.deadline = t ? now + t : 0;
+		uroce_comp_arm_probe(qp, now);
 	}
 }
 
 /* Go back to comp.psn once per position: a burst of out-of-order responses
- * must not trigger a retransmission each. */
+ * must not trigger a retransmission each.  A loss: the window shrinks, and
+ * what is resent cannot be timed (its ACK may answer the first sending). */
 static void comp_rewind(struct uroce_qp *qp)
 {
 	if (qp->comp.rewound && qp->comp.rewound_psn == qp->comp.psn)
 		return;
 	qp->comp.rewound = true;
 	qp->comp.rewound_psn = qp->comp.psn;
+	qp->comp.rtt_sent_ns = 0;
+	cwnd_cut(qp);
 	uroce_req_rewind(qp, qp->comp.psn);
 }
 
@@ -261,6 +361,8 @@ static void comp_ack(struct uroce_qp *qp, struct uroce_pkt *pkt)
 			qp->comp.rnr_retry_left--;
 		uroce_req_rewind(qp, pkt->psn);
 		qp->comp.deadline = 0;
+		qp->comp.probe_at = 0;
+		qp->comp.rtt_sent_ns = 0;
 		qp->req.wait_until = uroce_now_ns() + uroce_rnr_timer_ns(syn & 0x1F);
 		uroce_nic_kick(qp->nic, qp->req.wait_until);
 		break;
@@ -339,6 +441,19 @@ void uroce_comp_timer(struct uroce_qp *qp, uint64_t now)
 	if (qp->req.wait_until && now >= qp->req.wait_until) {
 		qp->req.wait_until = 0;
 		uroce_req_progress(qp);
+	}
+	if (qp->comp.probe_at && now >= qp->comp.probe_at &&
+	    (!qp->comp.deadline || now < qp->comp.deadline)) {
+		qp->comp.probe_at = 0;
+		if (qp->comp.psn == qp->req.max_psn || qp->req.wait_until)
+			return;
+		STAT_INC(qp->nic, loss_probes);
+		qp->comp.probe_backoff++;
+		qp->comp.rewound = false;
+		comp_rewind(qp);
+		uroce_comp_arm_probe(qp, now);
+		uroce_req_progress(qp);
+		return;
 	}
 	if (!qp->comp.deadline || now < qp->comp.deadline)
 		return;

@@ -132,6 +132,8 @@ static uint64_t engine_timers(struct uroce_nic *nic)
 		pthread_mutex_lock(&qp->sq_lock);
 		uroce_comp_timer(qp, now);
 		d = qp->comp.deadline;
+		if (qp->comp.probe_at && (!d || qp->comp.probe_at < d))
+			d = qp->comp.probe_at;
 		if (qp->req.wait_until && (!d || qp->req.wait_until < d))
 			d = qp->req.wait_until;
 		pthread_mutex_unlock(&qp->sq_lock);
@@ -266,8 +268,11 @@ static void *engine_main(void *arg)
 		}
 		last_pass = uroce_now_ns();
 		engine_enter(nic);
-		if (uroce_now_ns() - atomic_load(&nic->app_poll_ns) >=
-		    ENGINE_DEFER_NS)
+		/* a timer due judges what has arrived: an ACK waiting in a
+		 * socket must not look lost */
+		now = uroce_now_ns();
+		if (now - atomic_load(&nic->app_poll_ns) >= ENGINE_DEFER_NS ||
+		    now >= next)
 			engine_receive(nic);
 		uroce_flush_acks(nic);
 		/* From here a poster must kick us if it arms an earlier timer

@@ -79,6 +79,8 @@ static uint32_t req_window(const struct uroce_qp *qp)
 	uint32_t senders = atomic_load(&qp->nic->active_senders);
 	uint32_t w = qp->nic->cfg->window, share;
 
+	if (qp->req.cwnd && qp->req.cwnd < w)
+		w = qp->req.cwnd;
 	if (senders <= 1)
 		return w;
 	share = UROCE_INFLIGHT_BUDGET / senders;
@@ -226,11 +228,17 @@ static void execute_local(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 
 static void arm_timer(struct uroce_qp *qp)
 {
-	uint64_t t = uroce_ack_timeout_ns(qp->attr.timeout);
+	uint64_t t = uroce_ack_timeout_ns(qp->attr.timeout), now;
 
 	if (!t || qp->comp.deadline)
 		return;
-	qp->comp.deadline = uroce_now_ns() + t;
+	now = uroce_now_ns();
+	qp->comp.deadline = now + t;
+	/* no kick for the probe: the engine, ticking while timers are
+	 * armed, serves it within a tick, and a kick per request would
+	 * cost a wake-up per round trip */
+	if (!qp->comp.probe_at)
+		uroce_comp_arm_probe(qp, now);
 	uroce_nic_kick(qp->nic, qp->comp.deadline);
 }
 
@@ -459,8 +467,14 @@ void uroce_req_progress(struct uroce_qp *qp)
 			qp->req.psn = psn_add(qp->req.psn, 1);
 			qp->req.offset += qp->mtu;
 		}
-		if (psn_diff(qp->req.psn, qp->req.max_psn) > 0)
+		if (psn_diff(qp->req.psn, qp->req.max_psn) > 0) {
+			/* a first sending: time it, if nothing is timed */
+			if (!qp->comp.rtt_sent_ns) {
+				qp->comp.rtt_psn = qp->req.max_psn;
+				qp->comp.rtt_sent_ns = uroce_now_ns();
+			}
 			qp->req.max_psn = qp->req.psn;
+		}
 		if (last) {
 			wqe->state = WQE_SENT;
 			qp->req.offset = 0;

@@ -109,6 +109,8 @@ void uroce_req_rewind(struct uroce_qp *qp, uint32_t psn);
 /* completer.c */
 void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
 void uroce_comp_timer(struct uroce_qp *qp, uint64_t now);
+/* (Re)arms the loss probe from now, if there is a round-trip estimate. */
+void uroce_comp_arm_probe(struct uroce_qp *qp, uint64_t now);
 /* Complete (flush) every send WQE still queued; sq_lock held. */
 void uroce_comp_flush(struct uroce_qp *qp);
 /* Deliver a send completion for the WQE at sq_tail and advance, then for

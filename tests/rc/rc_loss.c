@@ -4,10 +4,15 @@
  * Both processes run with UROCE_FAULTS set before they open the device:
  *   drop              drop=0.02,seed=7
  *   drop_dup_reorder  drop=0.02,dup=0.01,reorder=0.01,seed=7
+ *   probe             drop=0.02,seed=7 with an ACK timeout of 17 s
  * Four rounds, each with 8 x 1 MiB RDMA WRITEs, 8 x 1 MiB SENDs and
  * 2 x 1 MiB RDMA READs in flight at once: 64 MiB written or sent and 8 MiB
  * read.  Every WR completes successfully and in order, every receive gets
  * exactly its message, and every byte is verified, within the deadline.
+ * The first two run with a 16.8 ms ACK timeout.  With probe, the whole run
+ * must take less than one ACK timeout: the requester's loss probe, not
+ * the timeout, recovers the lost NAKs and lost tails of bursts (there are
+ * several: with the probe turned off this run takes minutes).
  *
  * Role 0 is the requester, role 1 the responder.
  */
@@ -24,10 +29,13 @@ enum {
 	ROUNDS = 4,
 	/* slots, in MiB, of both buffers */
 	WRITE_SLOT = 0, SEND_SLOT = N, READ_SLOT = 2 * N, SLOTS = 2 * N + NR,
-	/* 16.8 ms instead of 67 ms: tail losses are recovered by the ACK
-	 * timeout, and there are many of them here */
+	/* 16.8 ms instead of 67 ms: what the loss probe leaves to the ACK
+	 * timeout should not slow these down either */
 	ACK_TIMEOUT = 12,
+	PROBE_ACK_TIMEOUT = 22,		/* 17.2 s */
 };
+
+static int ack_timeout = ACK_TIMEOUT;
 
 static uint64_t seed(int round, int kind, int i)
 {
@@ -99,6 +107,10 @@ static void requester(struct h_ep *ep, struct h_buf *b, struct h_rbuf r,
 	s = (double)(h_now_ns() - t0) / 1e9;
 	printf("%d MiB written/sent and %d MiB read in %.2f s\n",
 	       ROUNDS * 2 * N, ROUNDS * NR, s);
+	if (ack_timeout == PROBE_ACK_TIMEOUT &&
+	    s * 1e9 >= (double)(4096ull << PROBE_ACK_TIMEOUT))
+		h_fail("took %.2f s, longer than one ACK timeout: a loss waited "
+		       "for it", s);
 }
 
 static void responder(struct h_ep *ep, struct h_buf *b, int sock,
@@ -137,7 +149,7 @@ static void run(struct h_proc *p)
 	int sock = p->sock[0];
 
 	H_CHECK(scratch);
-	c.timeout = ACK_TIMEOUT;
+	c.timeout = ack_timeout;
 	h_ep_create(p, &ep, &c);
 	h_buf_alloc(p, &b, (size_t)SLOTS * MSG,
 		    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
@@ -166,8 +178,13 @@ int main(int argc, char **argv)
 	} else if (argc > 1 && !strcmp(argv[1], "drop_dup_reorder")) {
 		t.name = "rc.loss.drop_dup_reorder";
 		t.faults = "drop=0.02,dup=0.01,reorder=0.01,seed=7";
+	} else if (argc > 1 && !strcmp(argv[1], "probe")) {
+		t.name = "rc.loss.probe";
+		t.faults = "drop=0.02,seed=7";
+		ack_timeout = PROBE_ACK_TIMEOUT;
 	} else {
-		fprintf(stderr, "usage: %s drop|drop_dup_reorder\n", argv[0]);
+		fprintf(stderr, "usage: %s drop|drop_dup_reorder|probe\n",
+			argv[0]);
 		return 2;
 	}
 	return h_main(&t);

@@ -291,10 +291,8 @@ static void *engine_main(void *arg)
 	return NULL;
 }
 
-void uroce_engine_poll(struct uroce_nic *nic)
+void uroce_engine_poll(struct uroce_nic *nic, uint64_t now)
 {
-	uint64_t now = uroce_now_ns();
-
 	atomic_store(&nic->app_poll_ns, now);
 	uroce_sh_note_poll(nic, now);
 	/* Whoever holds rx_lock is already receiving: nothing to add. */

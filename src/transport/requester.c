@@ -574,10 +574,9 @@ void uroce_req_release_held(struct uroce_nic *nic)
 	pthread_mutex_unlock(&nic->held_lock);
 }
 
-void uroce_req_app_release_held(struct uroce_nic *nic)
+void uroce_req_app_release_held(struct uroce_nic *nic, uint64_t now)
 {
-	atomic_store_explicit(&nic->app_release_ns, uroce_now_ns(),
-			      memory_order_relaxed);
+	atomic_store_explicit(&nic->app_release_ns, now, memory_order_relaxed);
 	uroce_req_release_held(nic);
 }
 

@@ -84,8 +84,9 @@ bool uroce_req_hold(struct uroce_qp *qp);
  * every listed QP holds; take a QP off the list before it is freed */
 void uroce_req_list_held(struct uroce_qp *qp);
 void uroce_req_release_held(struct uroce_nic *nic);
-/* The same, called by the application (a poll, a request for an event). */
-void uroce_req_app_release_held(struct uroce_nic *nic);
+/* The same, called by the application (a poll, a request for an event) at
+ * time now (ns, uroce_now_ns()). */
+void uroce_req_app_release_held(struct uroce_nic *nic, uint64_t now);
 void uroce_req_forget_held(struct uroce_qp *qp);
 /* sge.c: [offset, offset + len) of a scatter/gather list as iovecs (returns
  * how many), or filled from data (the caller checked that it fits). */
@@ -153,8 +154,9 @@ void uroce_qp_to_error_locked(struct uroce_qp *qp, bool async_event);
 int uroce_engine_start(struct uroce_nic *nic);
 void uroce_engine_stop(struct uroce_nic *nic);
 /* Receive inline from a thread that found its CQ empty: completions then
- * need no wake-up of the engine thread. */
-void uroce_engine_poll(struct uroce_nic *nic);
+ * need no wake-up of the engine thread.  now: when its poll began (one
+ * clock read serves the whole poll: a busy poller's polls are short). */
+void uroce_engine_poll(struct uroce_nic *nic, uint64_t now);
 /* Runs fn under rx_lock inside an engine section: the QPs it finds in
  * nic->live_qps stay allocated until it returns (uroce_nic_quiesce). */
 void uroce_engine_call(struct uroce_nic *nic,

@@ -470,6 +470,7 @@ int uroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 {
 	struct uroce_cq *cq = to_ucq(ibcq);
 	struct uroce_nic *nic = to_uctx(ibcq->context)->nic;
+	uint64_t now;
 	int got;
 
 	/* ibv_poll_cq reports errors as negative values */
@@ -484,12 +485,13 @@ int uroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 		return got;
 	}
 	/* requests held back for company go now, as a batch */
-	uroce_req_app_release_held(nic);
+	now = uroce_now_ns();
+	uroce_req_app_release_held(nic, now);
 	got = uroce_cq_take(cq, num_entries, wc, NULL);
 	if (got == 0 && num_entries) {
 		/* Receive on this thread instead of waiting for the engine
 		 * thread to wake up: the completion may be one datagram away. */
-		uroce_engine_poll(nic);
+		uroce_engine_poll(nic, now);
 		got = uroce_cq_take(cq, num_entries, wc, NULL);
 	}
 	if (got > 0)
@@ -509,7 +511,7 @@ int uroce_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 		cq->armed = CQ_ARMED_SOLICITED;
 	pthread_mutex_unlock(&cq->lock);
 	/* the application is about to wait for the event, not poll */
-	uroce_req_app_release_held(to_uctx(ibcq->context)->nic);
+	uroce_req_app_release_held(to_uctx(ibcq->context)->nic, uroce_now_ns());
 	uroce_engine_app_left(to_uctx(ibcq->context)->nic, true);
 	return 0;
 }

@@ -51,15 +51,17 @@ static void expose(struct ibv_cq_ex *cqx)
 static int refill(struct uroce_cq *cq)
 {
 	struct uroce_cq_ex_poll *p = cq->ex;
+	struct uroce_nic *nic = to_uctx(cq->ibcq.context)->nic;
+	uint64_t now = uroce_now_ns();
 	int got;
 
-	uroce_req_app_release_held(to_uctx(cq->ibcq.context)->nic);
+	uroce_req_app_release_held(nic, now);
 	got = uroce_cq_take(cq, UROCE_CQ_EX_BATCH, p->wc, p->ts);
 
 	if (got == 0) {
 		/* as ibv_poll_cq: receive here rather than wait for the
 		 * engine, the completion may be one datagram away */
-		uroce_engine_poll(to_uctx(cq->ibcq.context)->nic);
+		uroce_engine_poll(nic, now);
 		got = uroce_cq_take(cq, UROCE_CQ_EX_BATCH, p->wc, p->ts);
 	}
 	p->cur = 0;

@@ -39,9 +39,10 @@ static struct uroce_cq *engine_inject;	/* completion "received" inline */
 static int async_events;
 static struct ibv_async_event last_async;
 
-void uroce_engine_poll(struct uroce_nic *nic)
+void uroce_engine_poll(struct uroce_nic *nic, uint64_t now)
 {
 	(void)nic;
+	(void)now;
 	engine_polls++;
 	if (engine_inject) {
 		struct ibv_wc wc = { .wr_id = 0xE, .status = IBV_WC_SUCCESS };
@@ -58,9 +59,10 @@ void uroce_engine_app_left(struct uroce_nic *nic, bool will_wait)
 	engine_app_left++;
 }
 
-void uroce_req_app_release_held(struct uroce_nic *nic)
+void uroce_req_app_release_held(struct uroce_nic *nic, uint64_t now)
 {
 	(void)nic;
+	(void)now;
 }
 
 void uroce_async_event(struct uroce_context *ctx,

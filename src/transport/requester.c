@@ -259,6 +259,17 @@ static bool flush_batch(struct uroce_qp *qp, struct uroce_txpkt *pkts,
 	*acks = 0;
 	if (!want)
 		return true;
+	/* Every batch ends asking for an ACK.  Whether a packet asks is
+	 * decided when it is built, against the window then; when the window
+	 * shrinks later (more QPs sending, a loss), the packets in flight
+	 * might include none that asks, and the responder, rightly, would
+	 * answer none: the QP would stall until a probe or the ACK timeout.
+	 * One more AckReq in 64 packets where a window is large (one in 32
+	 * asks anyway). */
+	if (want > skip) {
+		pkts[want - 1].hdr[8] |= 0x80;
+		qp->req.since_ackreq = 0;
+	}
 	sent = uroce_xmit(qp, pkts, want);
 	if (want > skip)
 		arm_timer(qp);

@@ -104,7 +104,17 @@ struct uroce_cm_event *cm_queue_event(struct pending_list *pl,
 				      const uint8_t *data, unsigned len);
 /* Drops cm->lock, then calls the handlers of the queued events. */
 void cm_deliver_unlock(struct uroce_cm *cm, struct pending_list *pl);
+/* cm_send.c */
 int cm_id_send(struct uroce_cm_id *id);
+/* id->mad initialized for attr; returns its payload */
+uint8_t *cm_id_mad(struct uroce_cm_id *id, uint16_t attr);
+/* sends id->mad and again every timeout_ns until answered */
+int cm_id_send_timed(struct uroce_cm_id *id, uint64_t timeout_ns,
+		     unsigned retries);
+void cm_id_send_rej(struct uroce_cm_id *id, unsigned msg, uint16_t reason,
+		    const void *ari, unsigned ari_len, const void *data,
+		    unsigned len);
+void cm_id_send_sidr_rej(struct uroce_cm_id *id);
 void cm_id_send_mra(struct uroce_cm_id *id, unsigned msg);
 int cm_id_send_dreq(struct uroce_cm_id *id, const void *data, unsigned len);
 int cm_id_send_drep(struct uroce_cm_id *id, const void *data, unsigned len);

@@ -206,6 +206,15 @@ void cma_set_state(struct cma_id *id, enum cma_state state)
 	pthread_mutex_unlock(&cma_lock);
 }
 
+void cma_revert_state(struct cma_id *id, enum cma_state from,
+		      enum cma_state to)
+{
+	pthread_mutex_lock(&cma_lock);
+	if (id->state == from)
+		id->state = to;
+	pthread_mutex_unlock(&cma_lock);
+}
+
 void cma_queue(struct cma_event *ev)
 {
 	struct cma_channel *chan = ev->id_priv->chan;

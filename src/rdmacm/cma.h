@@ -156,6 +156,10 @@ void cma_queue(struct cma_event *ev);	/* cma_lock held */
  * is set before the message goes: its answer may arrive before the send
  * call returns. */
 void cma_set_state(struct cma_id *id, enum cma_state state);
+/* The same, only if the id is still in state from: a send that failed
+ * takes back its state unless an event moved the id on meanwhile. */
+void cma_revert_state(struct cma_id *id, enum cma_state from,
+		      enum cma_state to);
 void cma_queue_event(struct cma_id *id, enum rdma_cm_event_type type,
 		     int status);
 struct cma_id *cma_id_new(struct cma_channel *chan, void *context,
@@ -184,6 +188,25 @@ bool cma_parse_hdr(struct cma_id *listener, struct cma_id *id,
 		   const uint8_t *hdr, uint64_t sid);
 
 /* conn.c */
+static inline uint8_t cma_min_u8(unsigned a, unsigned b)
+{
+	return a < b ? a : b;
+}
+
+/* Linux's cm_ack_timeout: the peer's ACK delay plus the packet's round
+ * trip, in the encoding of the QP timeout. */
+static inline uint8_t cma_ack_timeout(uint8_t ca_ack_delay,
+				      uint8_t packet_life)
+{
+	int t = packet_life + 1;
+
+	if (t >= ca_ack_delay)
+		t += ca_ack_delay >= t - 1;
+	else
+		t = ca_ack_delay + (t >= ca_ack_delay - 1);
+	return t > 31 ? 31 : t;
+}
+
 int cma_qp_attr(struct cma_id *id, struct ibv_qp_attr *attr, int *mask);
 int cma_process_conn_resp(struct cma_id *id, struct cma_event *ev);
 void cma_destroy_cqs(struct cma_id *id);

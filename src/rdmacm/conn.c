@@ -1,9 +1,8 @@
 /*
  * Connections: QPs on ids, and rdma_connect / accept / reject / disconnect
  * over the CM, with the QP moved through INIT, RTR and RTS the way the
- * kernel's rdma_cm and rdma-core's librdmacm do it between them.  CM events
- * arrive in cma_cm_handler (the NIC's receiving thread) and become rdma_cm
- * events on the id's channel.
+ * kernel's rdma_cm and rdma-core's librdmacm do it between them.  What the
+ * CM's events become is in conn_events.c.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -14,24 +13,6 @@
 static bool is_ud(const struct cma_id *id)
 {
 	return id->id.qp_type == IBV_QPT_UD;
-}
-
-static uint8_t min_u8(unsigned a, unsigned b)
-{
-	return a < b ? a : b;
-}
-
-/* Linux's cm_ack_timeout: the peer's ACK delay plus the packet's round
- * trip, in the encoding of the QP timeout. */
-static uint8_t ack_timeout(uint8_t ca_ack_delay, uint8_t packet_life)
-{
-	int t = packet_life + 1;
-
-	if (t >= ca_ack_delay)
-		t += ca_ack_delay >= t - 1;
-	else
-		t = ca_ack_delay + (t >= ca_ack_delay - 1);
-	return t > 31 ? 31 : t;
 }
 
 int cma_qp_attr(struct cma_id *id, struct ibv_qp_attr *attr, int *mask)
@@ -380,7 +361,7 @@ CMA_EXPORT int rdma_connect(struct rdma_cm_id *cm_id,
 					&id->initiator_depth);
 		if (err)
 			return cma_errno(err);
-		id->retry_count = min_u8(param ? param->retry_count : 7, 7);
+		id->retry_count = cma_min_u8(param ? param->retry_count : 7, 7);
 		memset(data, 0, sizeof(data));
 		cma_format_hdr(id, data);
 		if (len)
@@ -398,12 +379,12 @@ CMA_EXPORT int rdma_connect(struct rdma_cm_id *cm_id,
 		p.responder_resources = id->responder_resources;
 		p.initiator_depth = id->initiator_depth;
 		p.retry_count = id->retry_count;
-		p.rnr_retry_count = min_u8(param ? param->rnr_retry_count : 7, 7);
+		p.rnr_retry_count = cma_min_u8(param ? param->rnr_retry_count : 7, 7);
 		p.srq = cm_id->srq || (cm_id->qp && cm_id->qp->srq) ||
 			(param && param->srq);
 		p.flow_control = param ? param->flow_control : 0;
 		p.local_ack_timeout = id->ack_timeout ? id->ack_timeout
-			: ack_timeout(CMA_TARGET_ACK_DELAY, id->path.packet_life_time);
+			: cma_ack_timeout(CMA_TARGET_ACK_DELAY, id->path.packet_life_time);
 		p.remote_cm_response_timeout = CMA_CM_RESPONSE_TIMEOUT;
 		p.local_cm_response_timeout = CMA_CM_RESPONSE_TIMEOUT;
 		p.max_cm_retries = CMA_MAX_CM_RETRIES;
@@ -413,8 +394,7 @@ CMA_EXPORT int rdma_connect(struct rdma_cm_id *cm_id,
 		err = -uroce_cm_send_req(id->cm, &p);
 	}
 	if (err) {
-		if (id->state == CMA_CONNECT)
-			cma_set_state(id, CMA_ROUTE_RESOLVED);
+		cma_revert_state(id, CMA_CONNECT, CMA_ROUTE_RESOLVED);
 		return cma_errno(err);
 	}
 	return cma_complete(id);
@@ -498,15 +478,15 @@ CMA_EXPORT int rdma_accept(struct rdma_cm_id *cm_id,
 					  : RDMA_MAX_RESP_RES,
 				id->dev->max_resp_res, &id->responder_resources);
 	if (!err && (!param || param->responder_resources == RDMA_MAX_RESP_RES))
-		id->responder_resources = min_u8(id->responder_resources,
-						 id->peer.initiator_depth);
+		id->responder_resources = cma_min_u8(id->responder_resources,
+						     id->peer.initiator_depth);
 	if (!err)
 		err = resources(id, param ? param->initiator_depth
 					  : RDMA_MAX_INIT_DEPTH,
 				id->dev->max_init_depth, &id->initiator_depth);
 	if (!err && (!param || param->initiator_depth == RDMA_MAX_INIT_DEPTH))
-		id->initiator_depth = min_u8(id->initiator_depth,
-					     id->peer.responder_resources);
+		id->initiator_depth = cma_min_u8(id->initiator_depth,
+					         id->peer.responder_resources);
 	if (!err)
 		err = qp_connect(id);
 	if (!err) {
@@ -518,13 +498,13 @@ CMA_EXPORT int rdma_accept(struct rdma_cm_id *cm_id,
 			.responder_resources = id->responder_resources,
 			.initiator_depth = id->initiator_depth,
 			.target_ack_delay = CMA_TARGET_ACK_DELAY,
-			.rnr_retry_count = min_u8(param ? param->rnr_retry_count : 7, 7),
-			.srq = cm_id->srq || (cm_id->qp && cm_id->qp->srq) ||
-			       (param && param->srq),
-			.flow_control = param ? param->flow_control : 0,
-			.private_data = param ? param->private_data : NULL,
-			.private_data_len = len,
-		};
+			.rnr_retry_count = cma_min_u8(param ? param->rnr_retry_count : 7, 7),
+			    .srq = cm_id->srq || (cm_id->qp && cm_id->qp->srq) ||
+			           (param && param->srq),
+			    .flow_control = param ? param->flow_control : 0,
+			    .private_data = param ? param->private_data : NULL,
+			    .private_data_len = len,
+		    };
 
 		cma_set_state(id, CMA_ACCEPTED);
 		err = -uroce_cm_send_rep(id->cm, &p);
@@ -611,249 +591,4 @@ CMA_EXPORT int rdma_disconnect(struct rdma_cm_id *cm_id)
 	if (err)
 		return cma_errno(err);
 	return cma_complete(id);
-}
-
-/* ---- CM events ----------------------------------------------------------- */
-
-static struct cma_event *event_for(struct cma_id *id, enum rdma_cm_event_type t,
-				   int status, const struct uroce_cm_event *ev,
-				   unsigned skip)
-{
-	struct cma_event *e = cma_event_new(id, t, status);
-	unsigned len;
-
-	if (!e)
-		return NULL;
-	len = ev->private_data_len > skip ? ev->private_data_len - skip : 0;
-	if (len > sizeof(e->private_data))
-		len = sizeof(e->private_data);
-	if (len)
-		memcpy(e->private_data, ev->private_data + skip, len);
-	e->event.param.conn.private_data = len ? e->private_data : NULL;
-	e->event.param.conn.private_data_len = len;
-	return e;
-}
-
-/* An RDMA_PS_IB connection is of the type its REQ asks for (the kernel's
- * cma_ib_new_conn_id); the passive end of XRC is the target. */
-static enum ibv_qp_type qp_type_of(uint8_t transport)
-{
-	switch (transport) {
-	case UROCE_CM_TRANSPORT_UC:
-		return IBV_QPT_UC;
-	case UROCE_CM_TRANSPORT_XRC:
-		return IBV_QPT_XRC_RECV;
-	default:
-		return IBV_QPT_RC;
-	}
-}
-
-static int on_request(struct cma_id *listener, const struct uroce_cm_event *ev)
-{
-	bool sidr = ev->type == UROCE_CM_SIDR_REQ_RECEIVED;
-	const struct uroce_cm_path *path = sidr ? &ev->sidr_req.path
-						: &ev->req.path;
-	uint64_t sid = sidr ? ev->sidr_req.service_id : ev->req.service_id;
-	struct cma_id *id;
-	struct cma_event *e;
-
-	if (ev->private_data_len < CMA_HDR_LEN)
-		return 1;
-	id = cma_id_new(listener->chan, listener->id.context, listener->id.ps,
-			listener->id.ps == RDMA_PS_IB && !sidr
-				? qp_type_of(ev->req.transport)
-				: listener->id.qp_type);
-	if (!id)
-		return 1;
-	if (!cma_parse_hdr(listener, id, ev->private_data, sid)) {
-		pthread_cond_destroy(&id->acked);
-		free(id);
-		return 1;
-	}
-	id->cm = ev->new_id;
-	id->listener = listener;
-	id->path = *path;
-	id->path.packet_life_time = CMA_PACKET_LIFE_TIME;
-	if (!id->path.mtu)
-		id->path.mtu = IBV_MTU_1024;
-	id->service_id = sid;
-	id->qkey = listener->qkey;
-	id->tos = listener->tos;
-	id->ack_timeout = listener->ack_timeout;
-	cma_set_verbs(id);
-	id->id.route.addr.addr.ibaddr.sgid = path->sgid;
-	id->id.route.addr.addr.ibaddr.dgid = path->dgid;
-	if (!sidr) {
-		id->peer.qp_num = ev->req.qp_num;
-		id->peer.psn = ev->req.starting_psn;
-		id->peer.responder_resources = ev->req.responder_resources;
-		id->peer.initiator_depth = ev->req.initiator_depth;
-		id->peer.local_ack_timeout = ev->req.local_ack_timeout;
-		id->peer.mtu = ev->req.path.mtu;
-		id->peer.srq = ev->req.srq;
-		id->peer.flow_control = ev->req.flow_control;
-		id->peer.transport = ev->req.transport;
-		id->retry_count = ev->req.retry_count;
-		id->rnr_retry_count = ev->req.rnr_retry_count;
-	}
-	cma_build_path(id);
-	id->state = CMA_CONNECT_REQUEST;
-	uroce_cm_set_context(ev->new_id, id);
-
-	e = event_for(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0, ev, CMA_HDR_LEN);
-	if (!e) {
-		/* the CM refuses the REQ; the id never reached anyone */
-		pthread_cond_destroy(&id->acked);
-		free(id);
-		return 1;
-	}
-	e->event.listen_id = &listener->id;
-	if (!sidr) {
-		/* the peer's view, as the kernel reports it: what it offers
-		 * to serve is what we may initiate, and the other way round */
-		e->event.param.conn.responder_resources =
-			ev->req.initiator_depth;
-		e->event.param.conn.initiator_depth =
-			ev->req.responder_resources;
-		e->event.param.conn.flow_control = ev->req.flow_control;
-		e->event.param.conn.retry_count = ev->req.retry_count;
-		e->event.param.conn.rnr_retry_count = ev->req.rnr_retry_count;
-		e->event.param.conn.srq = ev->req.srq;
-		e->event.param.conn.qp_num = ev->req.qp_num;
-	}
-	pthread_mutex_lock(&cma_lock);
-	cma_queue(e);
-	pthread_mutex_unlock(&cma_lock);
-	return 0;
-}
-
-static void ud_param(struct cma_id *id, struct rdma_ud_param *ud,
-		     const struct uroce_cm_event *ev)
-{
-	ud->ah_attr.is_global = 1;
-	ud->ah_attr.grh.dgid = id->path.dgid;
-	ud->ah_attr.grh.sgid_index = id->path.sgid_index;
-	ud->ah_attr.grh.hop_limit = id->path.hop_limit;
-	ud->ah_attr.grh.traffic_class = id->path.traffic_class;
-	ud->ah_attr.grh.flow_label = id->path.flow_label;
-	ud->ah_attr.port_num = id->id.port_num;
-	ud->qp_num = ev->sidr_rep.qp_num;
-	ud->qkey = ev->sidr_rep.qkey;
-}
-
-int cma_cm_handler(struct uroce_cm_id *cm, const struct uroce_cm_event *ev,
-		   void *context)
-{
-	struct cma_id *id = context;
-	struct cma_event *e = NULL;
-	/* the state the event leads to; the application's threads change
-	 * id->state too (under cma_lock), so it is read only under it */
-	bool move = true;
-	enum cma_state next = CMA_ERROR, now;
-
-	(void)cm;
-	switch (ev->type) {
-	case UROCE_CM_REQ_RECEIVED:
-	case UROCE_CM_SIDR_REQ_RECEIVED:
-		return on_request(id, ev);
-	case UROCE_CM_REP_RECEIVED:
-		id->peer.qp_num = ev->rep.qp_num;
-		id->peer.psn = ev->rep.starting_psn;
-		id->peer.local_ack_timeout =
-			ack_timeout(ev->rep.target_ack_delay,
-				    id->path.packet_life_time);
-		/* the REP's offer, seen from here */
-		id->responder_resources = min_u8(id->responder_resources,
-						 ev->rep.initiator_depth);
-		id->initiator_depth = min_u8(id->initiator_depth,
-					     ev->rep.responder_resources);
-		id->rnr_retry_count = ev->rep.rnr_retry_count;
-		e = event_for(id, RDMA_CM_EVENT_ESTABLISHED, 0, ev, 0);
-		if (e) {
-			e->internal = CMA_EV_CONNECT_RESPONSE;
-			e->event.param.conn.responder_resources =
-				ev->rep.initiator_depth;
-			e->event.param.conn.initiator_depth =
-				ev->rep.responder_resources;
-			e->event.param.conn.flow_control = ev->rep.flow_control;
-			e->event.param.conn.rnr_retry_count =
-				ev->rep.rnr_retry_count;
-			e->event.param.conn.srq = ev->rep.srq;
-			e->event.param.conn.qp_num = ev->rep.qp_num;
-		}
-		next = CMA_CONNECT_RESPONSE;
-		break;
-	case UROCE_CM_RTU_RECEIVED:
-		e = event_for(id, RDMA_CM_EVENT_ESTABLISHED, 0, ev, 0);
-		next = CMA_ESTABLISHED;
-		break;
-	case UROCE_CM_REJ_RECEIVED:
-		e = event_for(id, RDMA_CM_EVENT_REJECTED, ev->status, ev, 0);
-		next = CMA_ERROR;
-		break;
-	case UROCE_CM_REQ_ERROR:
-	case UROCE_CM_REP_ERROR:
-	case UROCE_CM_SIDR_REQ_ERROR:
-		e = event_for(id, RDMA_CM_EVENT_UNREACHABLE, ev->status, ev, 0);
-		next = CMA_ERROR;
-		break;
-	case UROCE_CM_DREQ_RECEIVED:
-		pthread_mutex_lock(&cma_lock);
-		now = id->state;
-		if (now != CMA_DISCONNECT)
-			id->dreq_received = true;
-		pthread_mutex_unlock(&cma_lock);
-		if (now == CMA_DISCONNECT) {
-			/* our DREQ crossed the peer's: answer it, we are
-			 * done */
-			uroce_cm_send_drep(id->cm, NULL, 0);
-			e = event_for(id, RDMA_CM_EVENT_DISCONNECTED, 0, ev, 0);
-		} else if (now == CMA_ESTABLISHED || now == CMA_ACCEPTED ||
-			   now == CMA_CONNECT_RESPONSE) {
-			e = event_for(id, RDMA_CM_EVENT_DISCONNECTED, 0, ev, 0);
-		}
-		next = CMA_DISCONNECT;
-		break;
-	case UROCE_CM_DREP_RECEIVED:
-	case UROCE_CM_DREQ_ERROR:
-		e = event_for(id, RDMA_CM_EVENT_DISCONNECTED, ev->status, ev, 0);
-		move = false;
-		break;
-	case UROCE_CM_TIMEWAIT_EXIT:
-		e = event_for(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0, ev, 0);
-		move = false;
-		break;
-	case UROCE_CM_SIDR_REP_RECEIVED:
-		if (ev->status) {
-			e = event_for(id, RDMA_CM_EVENT_UNREACHABLE, ev->status,
-				      ev, 0);
-			next = CMA_ERROR;
-			break;
-		}
-		if (ev->sidr_rep.qkey != id->qkey && id->qkey &&
-		    ev->sidr_rep.qkey) {
-			e = event_for(id, RDMA_CM_EVENT_ADDR_ERROR, -EINVAL,
-				      ev, 0);
-			next = CMA_ERROR;
-			break;
-		}
-		e = event_for(id, RDMA_CM_EVENT_ESTABLISHED, 0, ev, 0);
-		if (e) {
-			/* the conn and ud params share private data */
-			e->event.param.ud.private_data =
-				e->event.param.conn.private_data;
-			e->event.param.ud.private_data_len =
-				e->event.param.conn.private_data_len;
-			ud_param(id, &e->event.param.ud, ev);
-		}
-		next = CMA_ESTABLISHED;
-		break;
-	}
-	pthread_mutex_lock(&cma_lock);
-	if (move && (id->state != CMA_DISCONNECT || next == CMA_DISCONNECT))
-		id->state = next;
-	if (e)
-		cma_queue(e);
-	pthread_mutex_unlock(&cma_lock);
-	return 0;
 }

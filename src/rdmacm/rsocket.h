@@ -241,11 +241,17 @@ void rs_consume_cq_event(struct rsocket *rs);
 bool rs_can_send(struct rsocket *rs);
 bool rs_have_rdata(struct rsocket *rs);
 bool rs_all_sends_done(struct rsocket *rs);
+/* Gives the peer back what was read of the receive ring, when enough was
+ * (or it ran out of credits) and a control message may go. */
+void rs_update_credits(struct rsocket *rs);
 int rs_send_ctrl(struct rsocket *rs, uint32_t ctrl);
 int rs_post_write_msg(struct rsocket *rs, struct ibv_sge *sgl, int nsge,
 		      uint32_t msg, int flags, uint64_t addr, uint32_t rkey);
 int rs_post_write(struct rsocket *rs, struct ibv_sge *sgl, int nsge,
 		  uint32_t len, int flags, uint64_t addr, uint32_t rkey);
+
+/* rsocket_rw.c, for rsocket_iomap.c too */
+
 /* A connect or accept still under way: waits for it as the mode says. */
 int rs_finish_open(struct rsocket *rs, bool nonblock);
 int rs_send_errno(const struct rsocket *rs);	/* why sending fails */

@@ -81,6 +81,8 @@ static uint32_t req_window(const struct uroce_qp *qp)
 
 	if (qp->req.cwnd && qp->req.cwnd < w)
 		w = qp->req.cwnd;
+	if (qp->sh_peer && w > UROCE_SH_WINDOW)
+		w = UROCE_SH_WINDOW;
 	if (senders <= 1)
 		return w;
 	share = UROCE_INFLIGHT_BUDGET / senders;

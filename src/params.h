@@ -74,6 +74,7 @@ enum uroce_params {
 	 * variation: a receiver descheduled for a while must not look like
 	 * a loss (a probe resends the whole window). */
 	UROCE_PROBE_MIN_NS = 1000000,
+	UROCE_PROBE_PER_SENDER_NS = 50000,	/* see probe_wait_ns */
 	UROCE_PROBE_VAR_MIN_NS = 200000,
 	/* The port's link rate (1X EDR): what query_port reports, and what
 	 * UC and UD, which nothing else slows down, are paced to. */

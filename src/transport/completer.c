@@ -143,7 +143,7 @@ static void cwnd_cut(struct uroce_qp *qp)
  */
 static uint64_t probe_wait_ns(const struct uroce_qp *qp)
 {
-	uint64_t var = 4ull * qp->comp.rttvar_ns, t;
+	uint64_t var = 4ull * qp->comp.rttvar_ns, t, min;
 	uint64_t timeout = uroce_ack_timeout_ns(qp->attr.timeout);
 
 	if (!qp->comp.srtt_ns)
@@ -151,8 +151,13 @@ static uint64_t probe_wait_ns(const struct uroce_qp *qp)
 	if (var < UROCE_PROBE_VAR_MIN_NS)
 		var = UROCE_PROBE_VAR_MIN_NS;
 	t = 2ull * qp->comp.srtt_ns + var;
-	if (t < UROCE_PROBE_MIN_NS)
-		t = UROCE_PROBE_MIN_NS;
+	/* at least a floor that grows with the QPs sending at once: a
+	 * process serving many takes longer to come back to each one's ACKs
+	 * than any one QP's round trips have shown */
+	min = UROCE_PROBE_MIN_NS + (uint64_t)UROCE_PROBE_PER_SENDER_NS *
+				   atomic_load(&qp->nic->active_senders);
+	if (t < min)
+		t = min;
 	t <<= qp->comp.probe_backoff < 16 ? qp->comp.probe_backoff : 16;
 	return timeout && t >= timeout ? 0 : t;
 }

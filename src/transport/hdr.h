@@ -61,6 +61,7 @@ static inline int bth_fecn(const uint8_t *b) { return b[4] >> 7; }
 static inline int bth_becn(const uint8_t *b) { return (b[4] >> 6) & 1; }
 static inline uint32_t bth_qpn(const uint8_t *b) { return get_be32(b + 4) & QPN_MASK; }
 static inline int bth_ackreq(const uint8_t *b) { return b[8] >> 7; }
+static inline void bth_set_ackreq(uint8_t *b) { b[8] |= 0x80; }
 static inline uint32_t bth_psn(const uint8_t *b) { return get_be32(b + 8) & PSN_MASK; }
 
 static inline void bth_init(uint8_t *b, uint8_t opcode, int se, int pad,

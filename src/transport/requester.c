@@ -93,8 +93,7 @@ static uint32_t req_window(const struct uroce_qp *qp)
 
 /* Build the packet at the requester's current position. */
 static void build_request(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
-			  struct uroce_txpkt *p, bool *last_out,
-			  uint32_t window)
+			  struct uroce_txpkt *p, bool *last_out)
 {
 	enum ibv_qp_type type = qp->ibqpx.qp_base.qp_type;
 	uint8_t service = type == IBV_QPT_UD ? IB_OPC_UD :
@@ -168,12 +167,11 @@ static void build_request(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 		paylen = left > qp->mtu ? qp->mtu : left;
 		last = paylen == left;
 		op = send_opcode(wqe, first, last);
-		/* only RC and XRC acknowledge; a packet that fills the
-		 * window asks too, or the window would never open again */
+		/* only RC and XRC acknowledge; the last packet of each
+		 * batch asks too (flush_batch), which covers the one that
+		 * fills the window */
 		ackreq = uroce_qp_reliable(qp) &&
-			 (last || qp->req.since_ackreq + 1 >= UROCE_ACKREQ_EVERY ||
-			  (uint32_t)psn_diff(psn_add(psn, 1), qp->comp.psn) >=
-				  window);
+			 (last || qp->req.since_ackreq + 1 >= UROCE_ACKREQ_EVERY);
 		bth_init(h, service | op, last && (wqe->send_flags & IBV_SEND_SOLICITED),
 			 0, pkey, dqpn, ackreq, psn);
 		if (service == IB_OPC_UD) {
@@ -261,15 +259,15 @@ static bool flush_batch(struct uroce_qp *qp, struct uroce_txpkt *pkts,
 	*acks = 0;
 	if (!want)
 		return true;
-	/* Every batch ends asking for an ACK.  Whether a packet asks is
-	 * decided when it is built, against the window then; when the window
-	 * shrinks later (more QPs sending, a loss), the packets in flight
-	 * might include none that asks, and the responder, rightly, would
-	 * answer none: the QP would stall until a probe or the ACK timeout.
-	 * One more AckReq in 64 packets where a window is large (one in 32
-	 * asks anyway). */
+	/* Every batch ends asking for an ACK: the requester stops building
+	 * where the window is full, so this is the packet that fills it, and
+	 * the packets in flight always include one that asks however the
+	 * window shrinks later (more QPs sending, a loss); otherwise the
+	 * responder, rightly, would answer none, and the QP would stall until
+	 * a probe or the ACK timeout.  One more AckReq in 64 packets where a
+	 * window is large (one in 32 asks anyway). */
 	if (want > skip) {
-		pkts[want - 1].hdr[8] |= 0x80;
+		bth_set_ackreq(pkts[want - 1].hdr);
 		qp->req.since_ackreq = 0;
 	}
 	sent = uroce_xmit(qp, pkts, want);
@@ -352,7 +350,7 @@ static void req_progress_unacked(struct uroce_qp *qp, enum ibv_qp_state state)
 			uroce_xmit(qp, pkts, n);
 			n = 0;
 		}
-		build_request(qp, wqe, &pkts[n++], &last, UINT32_MAX);
+		build_request(qp, wqe, &pkts[n++], &last);
 		qp->req.psn = psn_add(qp->req.psn, 1);
 		qp->req.offset += qp->mtu;
 		if (last) {
@@ -471,7 +469,7 @@ void uroce_req_progress(struct uroce_qp *qp)
 			wqe->state = WQE_SENDING;	/* resent after a rewind */
 		}
 
-		build_request(qp, wqe, &pkts[n++], &last, window);
+		build_request(qp, wqe, &pkts[n++], &last);
 		uroce_req_set_active(qp, true);
 		if (uroce_wqe_is_read_or_atomic(wqe)) {
 			/* the request consumes the PSNs of all its responses */

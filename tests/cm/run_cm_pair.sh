@@ -22,7 +22,11 @@
 # as above.
 # Every process runs under timeout.  The check passes if both exit with the
 # expected status (0 unless told) and their output matches each expected
-# pattern and none of the refused ones.
+# pattern and none of the refused ones.  Each client run again and each
+# pair run anew is noted, with the line that called for it and the test's
+# name ($UROCE_TEST_NAME), in the file $UROCE_TEST_RETRY_LOG names (both
+# from ctest; scripts/test.sh sums the notes up), so that a race that comes
+# more often than it used to shows in every run of the suite.
 #
 #   --timeout S        seconds each process may run (default 60)
 #   --cm-port P        the server's rdma_cm port (see above)
@@ -164,6 +168,19 @@ cm_claimed() {
 	grep -q "@uroce-sid\.[0-9]*\.$sid\$" /proc/net/unix
 }
 
+# note_retry <what> <output file> <patterns...>: one line in the retry log:
+# the test, what was run again, and the first output line that asked for it
+note_retry() {
+	local what=$1 out=$2 re line=
+	shift 2
+	[ -n "${UROCE_TEST_RETRY_LOG:-}" ] || return 0
+	for re in "$@"; do
+		line=$(grep -E -m 1 -- "$re" "$out") && break
+	done
+	printf '%s\t%s\t%s\n' "${UROCE_TEST_NAME:-${client[0]}}" "$what" "$line" \
+		>>"$UROCE_TEST_RETRY_LOG"
+}
+
 # any_match <file> <patterns...>
 any_match() {
 	local out=$1 re
@@ -303,6 +320,7 @@ for ((round = 1; ; round++)); do
 		[ "$attempt" -ge "$retries" ] && break
 		kill -0 "$server_pid" 2>/dev/null || break
 		cp "$dir/client" "$dir/client.refused"
+		note_retry "client run again" "$dir/client" "${retry_on[@]}"
 		sleep 0.2
 	done
 	client_status=$status
@@ -329,6 +347,7 @@ for ((round = 1; ; round++)); do
 	   any_match "$dir/client" "${restart_on[@]}"; then
 		echo "NOTE: round $round: the client lost its race with the" \
 			"server (matched --restart-on); both run again"
+		note_retry "pair run anew" "$dir/client" "${restart_on[@]}"
 		sed 's/^/    | /' "$dir/client" | head -20
 		sleep 0.5
 		continue

@@ -889,6 +889,15 @@ class Proc:
             ' '.join(self.cmd), self.out)
 
 
+def note_retry(tag, line):
+    """One line in the suite's retry log (tests/CMakeLists.txt)."""
+    log = os.environ.get('UROCE_TEST_RETRY_LOG')
+    if log:
+        with open(log, 'a') as f:
+            f.write('%s\t%s: client run again\t%s\n' % (
+                os.environ.get('UROCE_TEST_NAME', 'cm_check.py'), tag, line))
+
+
 def run_pair(a, tag, server, client, sid, expect_out):
     """Starts the server, waits for it to hold its service ID, runs the
     client; both must succeed and print expect_out (role -> regexes).
@@ -910,6 +919,7 @@ def run_pair(a, tag, server, client, sid, expect_out):
                                          c.out or '')
         if refused and attempt < 2:
             print('%s: the server was not listening yet; again' % tag)
+            note_retry(tag, refused.group(0))
             continue
         ok = True
         for p, st in ((s, sst), (c, cst)):

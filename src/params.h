@@ -83,6 +83,14 @@ enum uroce_params {
 	/* How long the engine leaves receiving to an application thread
 	 * after its last poll of an empty CQ (transport/progress.c) */
 	UROCE_ENGINE_DEFER_NS = 200000,
+	/* An application that posts on a QP within this long of receiving
+	 * a request for it in ibv_poll_cq (no longer than an ACK could wait
+	 * for the engine) answers it; once it has answered this many times
+	 * in a row, the ACK it owes waits for the answer to ride ahead of it
+	 * (transport/receive.c).  A connection's handshake is shorter than
+	 * that streak, a request-response loop longer. */
+	UROCE_ACK_RIDE_NS = UROCE_ENGINE_DEFER_NS,
+	UROCE_ACK_RIDE_AFTER = 64,
 	/* Same-host WRITEs held for a burst (transport/requester.c) go at
 	 * the latest this long after the last one was held; and a WRITE is
 	 * held only this long after the application's last poll */

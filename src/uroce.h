@@ -260,7 +260,8 @@ void uroce_faults_corrupt_tx(struct uroce_faults *f, struct uroce_txpkt *p);
 	X(mad_malformed) X(mad_forwarded) X(mad_unknown_id) X(mad_bad_state)   \
 	X(mad_duplicates) X(mad_rejected) X(mad_retransmits)                   \
 	X(mad_backlog_drops) X(samehost_ops) X(samehost_to_wire)          \
-	X(samehost_no_room) X(samehost_ring_tx)
+	X(samehost_no_room) X(samehost_ring_tx) X(acks_sent)                  \
+	X(acks_with_requests) X(acks_unanswered)
 
 struct uroce_stats {
 #define UROCE_STAT_FIELD(n) atomic_ulong n;
@@ -696,6 +697,20 @@ struct uroce_qp {
 		bool cut;
 	} comp;
 
+	/* The ACK the responder owes, lock-free: any thread may claim it
+	 * whole, once (uroce_resp_take_ack), so that anything the requester
+	 * sends carries it ahead without rx_lock.  owed: UROCE_ACK_OWED |
+	 * PSN << 24 | MSN, or 0.  An ACK an application thread owes after
+	 * receiving in ibv_poll_cq waits for its answer, to leave in the same
+	 * system call, once the application has answered many times in a row
+	 * (answers); app_rx_ns: the last such receipt not yet answered (see
+	 * transport/receive.c). */
+	struct {
+		_Atomic uint64_t owed;
+		atomic_uint answers;
+		atomic_uint_fast64_t app_rx_ns;
+	} ack;
+
 	/* receive side: responder state, guarded by rq_lock (or the SRQ's) */
 	struct uroce_rq rq;
 	/* the SRQ receives go to; for an XRC target QP, the one the current
@@ -709,10 +724,11 @@ struct uroce_qp {
 		bool drop_msg;		/* UC: ignore packets until a FIRST/ONLY */
 		bool cur_held;		/* cur is taken but its message was lost
 					 * (UC): reuse it for the next one */
-		bool ack_pending;
+		bool ack_pending;	/* the request just handled asks one */
 		bool ack_listed;	/* in nic->acks_owed */
-		uint8_t ack_syndrome;	/* to send with the pending ACK */
-		uint32_t ack_psn;
+		/* since when the owed ACK waits for the application's answer
+		 * (0: it does not; see transport/receive.c) */
+		uint64_t ack_waits_ns;
 		/* multi-packet SEND in progress */
 		bool in_send;
 		struct uroce_recv_wqe cur;

@@ -300,12 +300,14 @@ void uroce_engine_poll(struct uroce_nic *nic, uint64_t now)
 	    pthread_mutex_trylock(&nic->rx_lock))
 		return;
 	engine_enter(nic);
-	/* last time's ACKs: our replies, if any, have gone ahead of them */
+	/* ACKs kept for answers that have not come (see receive.c) */
 	uroce_flush_acks(nic);
 	engine_receive(nic);
-	/* if the application polls no more, the engine sends them */
+	uroce_settle_app_acks(nic, now);
+	/* if the application neither answers nor polls, the engine sends
+	 * them */
 	if (nic->n_acks_owed)
-		uroce_nic_kick(nic, uroce_now_ns() + ENGINE_DEFER_NS);
+		uroce_nic_kick(nic, now + ENGINE_DEFER_NS);
 	engine_leave(nic);
 	pthread_mutex_unlock(&nic->rx_lock);
 }
@@ -320,6 +322,17 @@ void uroce_engine_call(struct uroce_nic *nic,
 	fn(nic, arg);
 	engine_leave(nic);
 	pthread_mutex_unlock(&nic->rx_lock);
+}
+
+static void flush_acks_call(struct uroce_nic *nic, void *arg)
+{
+	(void)arg;
+	uroce_flush_acks(nic);
+}
+
+void uroce_engine_flush_acks(struct uroce_nic *nic)
+{
+	uroce_engine_call(nic, flush_acks_call, NULL);
 }
 
 void uroce_engine_app_left(struct uroce_nic *nic, bool will_wait)

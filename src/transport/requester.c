@@ -378,26 +378,6 @@ static void req_progress_unacked(struct uroce_qp *qp, enum ibv_qp_state state)
 	}
 }
 
-/*
- * The ACK this QP owes its peer as a responder, into p, to leave in the same
- * sendmmsg as the requests about to go: two-sided traffic then costs one
- * system call per message instead of two.  Only when the receive lock is
- * free (the caller may hold it: it then sends the ACK itself); the flag is
- * read first without it, as a hint.
- */
-static unsigned take_owed_ack(struct uroce_qp *qp, struct uroce_txpkt *p)
-{
-	struct uroce_nic *nic = qp->nic;
-	bool got;
-
-	if (!__atomic_load_n(&qp->resp.ack_listed, __ATOMIC_RELAXED) ||
-	    pthread_mutex_trylock(&nic->rx_lock))
-		return 0;
-	got = uroce_take_qp_ack(nic, qp, p);
-	pthread_mutex_unlock(&nic->rx_lock);
-	return got;
-}
-
 void uroce_req_progress(struct uroce_qp *qp)
 {
 	struct uroce_txpkt pkts[REQ_TX_BATCH];
@@ -412,8 +392,15 @@ void uroce_req_progress(struct uroce_qp *qp)
 		return;
 	}
 	window = req_window(qp);
-	if (qp->sq_next != qp->sq_head)
-		n = acks = take_owed_ack(qp, &pkts[0]);
+	/* The ACK this QP owes its peer as a responder goes ahead of the
+	 * requests about to leave, in the same sendmmsg: the peer learns of
+	 * what we received before it sees anything we sent since (as a NIC
+	 * acknowledges on receipt), and two-sided traffic costs one system
+	 * call per message instead of two.  It is claimed without rx_lock,
+	 * so whoever runs the requester, whatever it holds, sends it first. */
+	if (qp->sq_next != qp->sq_head &&
+	    (n = acks = uroce_resp_take_ack(qp, &pkts[0])))
+		STAT_INC(qp->nic, acks_with_requests);
 
 	while (qp->sq_next != qp->sq_head) {
 		struct uroce_send_wqe *wqe = &qp->sq[qp->sq_next];
@@ -440,11 +427,15 @@ void uroce_req_progress(struct uroce_qp *qp)
 			if (state == IBV_QPS_SQD)
 				break;	/* SQD: drain what was started only */
 			/* with nothing outstanding, ordering allows it to be
-			 * done before the next WQE starts */
+			 * done before the next WQE starts; the ACK we owe
+			 * reaches the peer before what we do in its memory */
 			if (qp->sh_peer && qp->sq_next == qp->sq_tail &&
-			    qp->req.psn == qp->comp.psn &&
-			    uroce_sh_execute(qp, wqe))
-				continue;
+			    qp->req.psn == qp->comp.psn) {
+				if (acks && !flush_batch(qp, pkts, &n, &acks))
+					return;
+				if (uroce_sh_execute(qp, wqe))
+					continue;
+			}
 			/* IBV_SEND_FENCE: wait for earlier READ/atomics */
 			if ((wqe->send_flags & IBV_SEND_FENCE) &&
 			    qp->req.rd_atomic_out)

@@ -61,12 +61,30 @@ void uroce_resp_flush_ack(struct uroce_qp *qp)
 		uroce_xmit(qp, &p, 1);
 }
 
+/* Under rx_lock, after a request: the ACK the QP now owes covers it. */
+void uroce_resp_owe_ack(struct uroce_qp *qp)
+{
+	qp->resp.ack_pending = false;
+	atomic_store_explicit(&qp->ack.owed,
+			      UROCE_ACK_OWED |
+			      (uint64_t)psn_add(qp->resp.psn, PSN_MASK) << 24 |
+			      qp->resp.msn, memory_order_release);
+}
+
 bool uroce_resp_take_ack(struct uroce_qp *qp, struct uroce_txpkt *p)
 {
-	if (!qp->resp.ack_pending)
+	uint64_t owed;
+
+	if (!atomic_load_explicit(&qp->ack.owed, memory_order_relaxed))
 		return false;
-	qp->resp.ack_pending = false;
-	build_aeth(qp, p, AETH_ACK_UNLIMITED, psn_add(qp->resp.psn, PSN_MASK));
+	owed = atomic_exchange_explicit(&qp->ack.owed, 0,
+					memory_order_acquire);
+	if (!owed)
+		return false;
+	bth_init(p->hdr, resp_service(qp) | IB_OP_ACK, 0, 0, UROCE_DEFAULT_PKEY,
+		 qp->attr.dest_qp_num, 0, (owed >> 24) & PSN_MASK);
+	aeth_set(p->hdr + BTH_LEN, AETH_ACK_UNLIMITED, owed & 0xFFFFFF);
+	uroce_pkt_finish(qp, p, BTH_LEN + AETH_LEN, 0, 0);
 	return true;
 }
 

@@ -123,8 +123,13 @@ void uroce_comp_retire_local(struct uroce_qp *qp);
 
 /* responder.c */
 void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
-/* Send the ACK the responder owes (end of a receive batch), or build it
- * into p for the caller to send (false when none is owed). */
+/* qp->ack.owed's flag: an ACK is owed */
+#define UROCE_ACK_OWED (1ull << 63)
+/* Under rx_lock: the QP owes an ACK for what it has received so far. */
+void uroce_resp_owe_ack(struct uroce_qp *qp);
+/* Send the ACK the responder owes, or build it into p for the caller to
+ * send ahead of its own packets (false when none is owed).  Any thread,
+ * no lock: the ACK is claimed whole, once. */
 void uroce_resp_flush_ack(struct uroce_qp *qp);
 bool uroce_resp_take_ack(struct uroce_qp *qp, struct uroce_txpkt *p);
 /* Flush every posted receive WQE (QP in error); rq lock not held. */
@@ -137,10 +142,13 @@ void uroce_recv_batch(struct uroce_nic *nic, struct uroce_rxpkt *pkts, int n,
 		      bool from_ring);
 void uroce_flush_acks(struct uroce_nic *nic);
 void uroce_flush_qp_ack(struct uroce_nic *nic, struct uroce_qp *qp);
-/* The ACK qp owes, taken off the list of those owing one and built into p
- * for the requester to send with its next requests; false if none. */
-bool uroce_take_qp_ack(struct uroce_nic *nic, struct uroce_qp *qp,
-		       struct uroce_txpkt *p);
+/* After an application thread received in ibv_poll_cq: the ACKs owed go
+ * now, but those of QPs whose application answers at once, which wait for
+ * the answer (see receive.c).  now: the poll's time. */
+void uroce_settle_app_acks(struct uroce_nic *nic, uint64_t now);
+/* The application posts on qp (any thread, no lock): an answer to what it
+ * received lately? */
+void uroce_acks_note_post(struct uroce_qp *qp);
 
 /* xmit.c: fill ICRC and hand datagrams of qp to the backend. */
 int uroce_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n);
@@ -164,6 +172,9 @@ void uroce_engine_call(struct uroce_nic *nic,
 /* An application thread stops receiving for now: its poll returned
  * completions, or (will_wait) it armed a CQ to wait for an event. */
 void uroce_engine_app_left(struct uroce_nic *nic, bool will_wait);
+/* The ACKs an application thread kept for its answers go now: it is about
+ * to wait for an event instead. */
+void uroce_engine_flush_acks(struct uroce_nic *nic);
 /* The process exits: receive (and so forward) what the sockets still hold
  * or the kernel is still delivering, for a few milliseconds at most. */
 void uroce_engine_drain(struct uroce_nic *nic);

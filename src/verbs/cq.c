@@ -512,6 +512,7 @@ int uroce_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	pthread_mutex_unlock(&cq->lock);
 	/* the application is about to wait for the event, not poll */
 	uroce_req_app_release_held(to_uctx(ibcq->context)->nic, uroce_now_ns());
+	uroce_engine_flush_acks(to_uctx(ibcq->context)->nic);
 	uroce_engine_app_left(to_uctx(ibcq->context)->nic, true);
 	return 0;
 }

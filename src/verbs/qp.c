@@ -318,6 +318,9 @@ static void qp_reset(struct uroce_qp *qp)
 	}
 	struct uroce_resp_res *res = qp->resp.res;
 	memset(&qp->resp, 0, sizeof(qp->resp));
+	atomic_store(&qp->ack.owed, 0);
+	atomic_store(&qp->ack.answers, 0);
+	atomic_store(&qp->ack.app_rx_ns, 0);
 	memset(res, 0, UROCE_MAX_RD_ATOMIC * sizeof(*res));
 	qp->resp.res = res;
 	/* what the QP completed (its flushes, typically) goes with it, as a

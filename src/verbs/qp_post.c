@@ -204,6 +204,7 @@ int uroce_post_send_wrs(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		*bad_wr = wr;
 		return EINVAL;
 	}
+	uroce_acks_note_post(qp);
 	pthread_mutex_lock(&qp->sq_lock);
 	for (; wr; wr = wr->next) {
 		uint32_t next = (qp->sq_head + 1) % qp->sq_size;

@@ -59,6 +59,11 @@ void uroce_engine_app_left(struct uroce_nic *nic, bool will_wait)
 	engine_app_left++;
 }
 
+void uroce_engine_flush_acks(struct uroce_nic *nic)
+{
+	(void)nic;
+}
+
 void uroce_req_app_release_held(struct uroce_nic *nic, uint64_t now)
 {
 	(void)nic;

@@ -77,12 +77,20 @@ AETH_NAK_ACCESS = 0x62
 
 # Payload heuristics tshark runs on InfiniBand payloads: they guess at
 # protocols inside our test data (an 0x0800 at the start passes for IPv4)
-# and report those guesses as malformed.  Names that this tshark does not
-# know are left out.
+# and report those guesses as malformed.  And those it runs on the private
+# data of CM MADs: Wireshark's SDP dissector (packet-infiniband_sdp.c)
+# claims the REP, RTU, DREQ and DREP of any connection whose service ID has
+# bit 16 set (its SERVICE_ID_MASK 0x10000), which every service ID of
+# rdma_cm's IB port space (0x013F << 16 | port) has, and decodes their
+# private data as "SDP Hello": uroce's XRC connections (rdma_xserver -c x),
+# for every port, and the kernel's alike, whose CM sends the same service
+# ID.  Names that this tshark does not know are left out.
 IB_HEURISTICS = ['eth_over_ib', 'rpcrdma_infiniband', 'iser_infiniband',
                  'lnet_ib', 'mellanox_eoib', 'sdp_infiniband',
                  'smb_direct_infiniband', 'smcr_infiniband', 'drbd_rdma',
-                 'nvme_rdma', 'fc_infiniband']
+                 'nvme_rdma', 'fc_infiniband', 'sdp_ib_private',
+                 'iser_ib_private', 'nvme_rdma_cm_private',
+                 'lnet_ib_cm_private']
 
 FIELDS = ['frame.number', 'eth.type', 'ip.src', 'ip.dst', 'ip.id',
           'ip.flags.df', 'ip.len', 'ip.ttl', 'ipv6.src', 'ipv6.dst',

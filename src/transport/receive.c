@@ -188,18 +188,22 @@ static void flush_listed(struct uroce_qp *qp)
 
 	qp->resp.ack_listed = false;
 	qp->resp.ack_waits_ns = 0;
-	/* none: the requester took it ahead of its packets */
-	if (!uroce_resp_take_ack(qp, &p))
-		return;
-	/* kept for an answer that did not come in time: the streak starts
-	 * anew (one the engine or a poll sends sooner merely goes alone) */
-	if (waits && uroce_now_ns() - waits >= UROCE_ACK_RIDE_NS) {
-		STAT_INC(qp->nic, acks_unanswered);
-		atomic_store_explicit(&qp->ack.answers, 0,
-				      memory_order_relaxed);
+	/* Claimed and sent under sq_lock, as the requester claims and sends
+	 * it ahead of its packets: an answer posted meanwhile on another
+	 * thread cannot overtake the ACK on the wire. */
+	pthread_mutex_lock(&qp->sq_lock);
+	if (uroce_resp_take_ack(qp, &p)) {
+		/* kept for an answer that did not come in time: the streak
+		 * starts anew (one sent sooner merely goes alone) */
+		if (waits && uroce_now_ns() - waits >= UROCE_ACK_RIDE_NS) {
+			STAT_INC(qp->nic, acks_unanswered);
+			atomic_store_explicit(&qp->ack.answers, 0,
+					      memory_order_relaxed);
+		}
+		STAT_INC(qp->nic, acks_sent);
+		uroce_xmit(qp, &p, 1);
 	}
-	STAT_INC(qp->nic, acks_sent);
-	uroce_xmit(qp, &p, 1);
+	pthread_mutex_unlock(&qp->sq_lock);
 }
 
 void uroce_flush_acks(struct uroce_nic *nic)
@@ -223,7 +227,7 @@ static void unlist_ack(struct uroce_nic *nic, struct uroce_qp *qp)
 void uroce_flush_qp_ack(struct uroce_nic *nic, struct uroce_qp *qp)
 {
 	unlist_ack(nic, qp);
-	uroce_resp_flush_ack(qp);
+	flush_listed(qp);
 }
 
 void uroce_settle_app_acks(struct uroce_nic *nic, uint64_t now)

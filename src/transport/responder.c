@@ -53,14 +53,6 @@ static void send_aeth(struct uroce_qp *qp, uint8_t syndrome, uint32_t psn)
 	uroce_xmit(qp, &p, 1);
 }
 
-void uroce_resp_flush_ack(struct uroce_qp *qp)
-{
-	struct uroce_txpkt p;
-
-	if (uroce_resp_take_ack(qp, &p))
-		uroce_xmit(qp, &p, 1);
-}
-
 /* Under rx_lock, after a request: the ACK the QP now owes covers it. */
 void uroce_resp_owe_ack(struct uroce_qp *qp)
 {
@@ -86,6 +78,18 @@ bool uroce_resp_take_ack(struct uroce_qp *qp, struct uroce_txpkt *p)
 	aeth_set(p->hdr + BTH_LEN, AETH_ACK_UNLIMITED, owed & 0xFFFFFF);
 	uroce_pkt_finish(qp, p, BTH_LEN + AETH_LEN, 0, 0);
 	return true;
+}
+
+/* A request that completes a receive and asks for an ACK owes it before the
+ * completion shows: an application that answers at once, on any thread,
+ * then finds the ACK to send ahead of its answer (UC acknowledges nothing). */
+static void resp_owe_ack_first(struct uroce_qp *qp, const struct uroce_pkt *pkt)
+{
+	if (bth_ackreq(pkt->bth) && (pkt->opcode & 0xE0) != IB_OPC_UC)
+		atomic_store_explicit(&qp->ack.owed,
+				      UROCE_ACK_OWED |
+				      (uint64_t)pkt->psn << 24 | qp->resp.msn,
+				      memory_order_release);
 }
 
 /* ---- receive WQEs -------------------------------------------------------- */
@@ -348,10 +352,12 @@ static void resp_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
 			return;
 		}
 		qp->resp.msn = (qp->resp.msn + 1) & 0xFFFFFF;
+		resp_owe_ack_first(qp, pkt);
 		resp_complete_recv_inv(qp, qp->resp.cur_offset, rkey,
 				       bth_se(pkt->bth));
 	} else if (last) {
 		qp->resp.msn = (qp->resp.msn + 1) & 0xFFFFFF;
+		resp_owe_ack_first(qp, pkt);
 		resp_complete_recv(qp, IBV_WC_SUCCESS, IBV_WC_RECV,
 				   qp->resp.cur_offset,
 				   info->immdt ? pkt->bth + info->immdt : NULL,
@@ -411,11 +417,13 @@ static void resp_write(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	qp->resp.in_write = !last;
 	if (last) {
 		qp->resp.msn = (qp->resp.msn + 1) & 0xFFFFFF;
-		if (imm)
+		if (imm) {
+			resp_owe_ack_first(qp, pkt);
 			resp_complete_recv(qp, IBV_WC_SUCCESS,
 					   IBV_WC_RECV_RDMA_WITH_IMM,
 					   qp->resp.write_total, imm,
 					   bth_se(pkt->bth));
+		}
 	}
 	qp->resp.psn = psn_add(qp->resp.psn, 1);
 	if (bth_ackreq(pkt->bth))

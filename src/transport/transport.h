@@ -127,10 +127,10 @@ void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
 #define UROCE_ACK_OWED (1ull << 63)
 /* Under rx_lock: the QP owes an ACK for what it has received so far. */
 void uroce_resp_owe_ack(struct uroce_qp *qp);
-/* Send the ACK the responder owes, or build it into p for the caller to
- * send ahead of its own packets (false when none is owed).  Any thread,
- * no lock: the ACK is claimed whole, once. */
-void uroce_resp_flush_ack(struct uroce_qp *qp);
+/* The ACK the responder owes, built into p for the caller to send ahead
+ * of its own packets (false when none is owed).  Any thread, no lock: the
+ * ACK is claimed whole, once; the caller sends it under sq_lock, so that
+ * it leaves before anything the QP's requester sends after. */
 bool uroce_resp_take_ack(struct uroce_qp *qp, struct uroce_txpkt *p);
 /* Flush every posted receive WQE (QP in error); rq lock not held. */
 void uroce_resp_flush(struct uroce_qp *qp);

@@ -565,7 +565,8 @@ def run_pair(a, tag, scenario, req_env, resp_env, req_prefix=(),
     return posted, pcaps
 
 
-def check_run(tag, posted, pcaps, family, want_ops, want_syndromes):
+def check_run(tag, posted, pcaps, family, want_ops, want_syndromes,
+              same_datagrams=True):
     pairs = pairs_of(posted)
     payloads = {}
     for role, pcap in pcaps.items():
@@ -584,7 +585,8 @@ def check_run(tag, posted, pcaps, family, want_ops, want_syndromes):
             fail('%s: never seen: %s' % (pcap, ', '.join(missing)))
         payloads[role] = sorted(check_icrc(pcap))
         print('%s: %d frames decoded and checked' % (pcap, len(frames)))
-    if len(payloads) == 2 and payloads['requester'] != payloads['responder']:
+    if same_datagrams and len(payloads) == 2 and \
+            payloads['requester'] != payloads['responder']:
         fail('%s: the two captures hold different datagrams (%d vs %d)' %
              (tag, len(payloads['requester']), len(payloads['responder'])))
     return payloads
@@ -923,8 +925,11 @@ class Netns:
 
 
 def tcpdump(ns, dev, path):
+    # a 32 MiB ring (-B, KiB): tcpdump, scheduled late on a busy machine,
+    # drops what its default 2 MiB cannot hold ("dropped by kernel")
     p = subprocess.Popen(['ip', 'netns', 'exec', ns, 'tcpdump', '-i', dev,
-                          '--immediate-mode', '-U', '-n', '-s', '0', '-w', path,
+                          '--immediate-mode', '-U', '-n', '-s', '0',
+                          '-B', '32768', '-w', path,
                           'udp port 4791'], stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, text=True)
     # tcpdump says "listening on" once the capture runs
@@ -963,15 +968,16 @@ def wait_frames(paths, n, timeout=10):
 
 def stop(p):
     """Stops tcpdump; returns its closing report ("N packets dropped by
-    kernel" and the like), one line."""
+    kernel" and the like), one line, and that count (None: not reported)."""
     p.send_signal(signal.SIGINT)
     try:
         err = p.communicate(timeout=10)[1]
     except subprocess.TimeoutExpired:
         p.kill()
         err = p.communicate()[1]
-    return '; '.join(l.strip() for l in (err or '').splitlines()
-                     if 'packets' in l)
+    m = re.search(r'(\d+) packets? dropped by kernel', err or '')
+    return ('; '.join(l.strip() for l in (err or '').splitlines()
+                      if 'packets' in l), int(m.group(1)) if m else None)
 
 
 def udp_headers(pcap, src):
@@ -1031,30 +1037,134 @@ def compare_with_kernel(tag, uroce_pcap, wire_pcap, src, hops):
               'records 0; the ICRC masks it)' % (tag, n))
 
 
-def same_as_wire(tag, ours, wires, taps, reports):
-    """Every datagram between the hosts crosses both of the router's
-    interfaces, so each tap holds exactly what uroce captured.  One that
-    a tap lacks but the other holds was on the wire and missed by that
-    tcpdump (reported, not failed); one that neither holds, or a tap holds
-    more often than uroce captured it, is uroce's record disagreeing with
-    the wire."""
-    want = collections.Counter(ours)
-    counts = [collections.Counter(t) for t in taps]
-    for wire, c in zip(wires, counts):
-        extra = c - want
-        if extra:
-            fail('%s: %s holds %d datagrams uroce did not capture' %
-                 (tag, wire, sum(extra.values())))
-    unseen = want - (counts[0] | counts[1])
-    if unseen:
-        fail('%s: %d datagrams that uroce captured are on neither side of '
-             'the router' % (tag, sum(unseen.values())))
-    for wire, c, report in zip(wires, counts, reports):
-        missed = sum((want - c).values()) - sum(unseen.values())
-        if missed:
-            print('%s: tcpdump missed %d of %d datagrams on %s that the '
-                  'router\'s other side shows (tcpdump: %s)' %
-                  (tag, missed, len(ours), os.path.basename(wire), report))
+def kernel_counters(n):
+    """Every counter of the kernel's that a datagram between the hosts can
+    be lost in: the veths' packets and drops (ip -s link), each
+    namespace's IP and UDP discards (/proc/net/snmp, snmp6) and the
+    per-CPU backlog's drops (softnet_stat, host-wide)."""
+    c = collections.Counter()
+    for ns, devs in ((n.a, ('a0',)), (n.r, ('r0', 'r1')), (n.b, ('b0',))):
+        out = sh('ip', 'netns', 'exec', ns, 'ip', '-s', '-j', 'link',
+                 'show').stdout
+        for link in json.loads(out):
+            if link['ifname'] in devs:
+                for d in ('rx', 'tx'):
+                    for k in ('packets', 'dropped', 'errors'):
+                        c['%s.%s_%s' % (link['ifname'], d, k)] = \
+                            link['stats64'][d][k]
+        for f in ('snmp', 'snmp6'):
+            text = sh('ip', 'netns', 'exec', ns, 'cat',
+                      '/proc/net/' + f).stdout
+            rows = text.split('\n')
+            pairs = []
+            if f == 'snmp':
+                # "Ip: Forwarding ..." then "Ip: 1 ...", per protocol
+                for h, v in zip(rows[0::2], rows[1::2]):
+                    proto = h.split(':')[0]
+                    pairs += [(proto + k, x) for k, x in
+                              zip(h.split()[1:], v.split()[1:])]
+            else:
+                pairs = [r.split() for r in rows if r.strip()]
+            for k, v in pairs:
+                if re.search(r'Discard|Drop|Err|NoRoutes|Fail', k) and \
+                        v.lstrip('-').isdigit():
+                    c['%s.%s' % (ns[-1], k)] = int(v)
+    with open('/proc/net/softnet_stat') as f:
+        c['softnet.dropped'] = sum(int(l.split()[1], 16) for l in f)
+    return c
+
+
+def datagrams_from(pcap, src):
+    """The UDP payloads of the frames from address src, with their count."""
+    return collections.Counter({p: len(r) for p, r in
+                                udp_headers(pcap, src).items()})
+
+
+def same_as_wire(tag, pcaps, addrs, wires, reports, counters):
+    """Every datagram a host's uroce sent (its own capture) crosses both of
+    the router's interfaces and reaches the other host's uroce (the other
+    capture), or the kernel lost it on the way.  Counted per direction and
+    copy (a retransmission repeats a packet byte for byte):
+    * a tap holding a datagram more often than its sender sent it, or a
+      host receiving one more often: the captures disagree with the wire;
+    * a copy sent but not received (lost) must have been counted by the
+      kernel (a drop counter below grew) and either resent or followed by
+      more of the transfer, which the traffic program checked complete;
+      uroce's capture holds only what the kernel took (sendmmsg returned
+      it), so a loss is the network's, as on any Ethernet;
+    * a copy received but missing on a tap was missed by that tcpdump
+      (its ring overflowed: "dropped by kernel"); one missing on both taps
+      though received needs a drop reported by both.
+    counters: the kernel's, before and after the run."""
+    before, after = counters
+    grew = {k: after[k] - before[k] for k in after if after[k] != before[k]}
+    drops = sum(v for k, v in grew.items()
+                if not k.endswith(('_packets',)) and v > 0)
+    # and what went into the router but not out (its firewall, a queue)
+    for into, out in (('r0.rx_packets', 'r1.tx_packets'),
+                      ('r1.rx_packets', 'r0.tx_packets')):
+        drops += max(0, grew.get(into, 0) - grew.get(out, 0))
+    lost_total = 0
+    # the router's interfaces a direction crosses: in at one, out at the
+    # other; their packet counters prove a datagram crossed
+    crossing = {addrs[0]: ('r0.rx_packets', 'r1.tx_packets'),
+                addrs[1]: ('r1.rx_packets', 'r0.tx_packets')}
+    for (src, sender, receiver) in ((addrs[0], 'requester', 'responder'),
+                                    (addrs[1], 'responder', 'requester')):
+        sent = datagrams_from(pcaps[sender], src)
+        received = datagrams_from(pcaps[receiver], src)
+        on_tap = [datagrams_from(w, src) for w in wires]
+        for what, c in (('the receiver', received),
+                        (os.path.basename(wires[0]), on_tap[0]),
+                        (os.path.basename(wires[1]), on_tap[1])):
+            extra = c - sent
+            if extra:
+                fail('%s: %s holds %d datagrams from %s that its uroce '
+                     'did not capture sending' % (tag, what,
+                                                  sum(extra.values()), src))
+        lost = sent - received
+        lost_total += sum(lost.values())
+        unreached = [d for d in lost if not received[d]]
+        if unreached:
+            print('%s: %d datagrams from %s lost every copy (the transfer '
+                  'completed without them: ACKs a later one covers, or '
+                  'packets a retransmission from earlier replaced)' %
+                  (tag, len(unreached), src))
+        for i, (w, c) in enumerate(zip(wires, on_tap)):
+            other = on_tap[1 - i]
+            missed = received - c
+            both = missed - (received - other)
+            if missed:
+                print('%s: %s lacks %d of %d datagrams from %s that %s '
+                      'received (tcpdump: %s)' %
+                      (tag, os.path.basename(w), sum(missed.values()),
+                       sum(received.values()), src, receiver,
+                       reports[i][0]))
+            if not both or i:
+                continue
+            crossed = min(grew.get(k, 0) for k in crossing[src])
+            if crossed >= sum(received.values()):
+                print('%s: %d datagrams from %s are on neither tap, but %s '
+                      'received them and the router counted every one '
+                      'through (%s +%d): both tcpdumps missed them' %
+                      (tag, sum(both.values()), src, receiver,
+                       ' and '.join(crossing[src]), crossed))
+            else:
+                fail('%s: %d datagrams from %s reached %s on neither side '
+                     'of the router, which counted %d of %d through '
+                     '(tcpdump: %s / %s)' % (tag, sum(both.values()), src,
+                                            receiver, crossed,
+                                            sum(received.values()),
+                                            reports[0][0], reports[1][0]))
+    if lost_total:
+        print('%s: %d datagram copies sent were not received; the '
+              'kernel\'s counters that grew: %s' %
+              (tag, lost_total, ', '.join('%s +%d' % kv for kv in
+                                          sorted(grew.items())) or 'none'))
+        if drops < lost_total:
+            fail('%s: %d datagram copies lost, but the kernel counted %d '
+                 'drops: uroce\'s capture holds datagrams that never left '
+                 'it' % (tag, lost_total, drops))
 
 
 def netns(a):
@@ -1077,6 +1187,7 @@ def netns(a):
             # (GID 0 is the veth's address) is 1024, as a RoCE NIC
             # derives it from its link.
             env = {}
+            before = kernel_counters(n)
             try:
                 posted, pcaps = run_pair(
                     a, tag, 'all', dict(env, UROCE_ADDRS=ra),
@@ -1086,16 +1197,18 @@ def netns(a):
                 wait_frames([wa, wb], pcap_frames(pcaps['requester']))
             finally:
                 reports = [stop(d) for d in dumps]
-            ours = check_run(tag, posted, pcaps, fam, ALL_OPS, ALL_SYNDROMES)
-            taps = []
+            after = kernel_counters(n)
+            # a real network may lose a copy; same_as_wire accounts
+            check_run(tag, posted, pcaps, fam, ALL_OPS, ALL_SYNDROMES,
+                      same_datagrams=False)
             for wire in (wa, wb):
                 frames = decode(wire)
                 check_expert(wire)
                 check_frames(wire, frames, pairs_of(posted), set())
                 check_ip(wire, frames, fam)
-                taps.append(check_icrc(wire))
-            same_as_wire(tag, ours.get('requester', []), (wa, wb), taps,
-                         reports)
+                check_icrc(wire)
+            same_as_wire(tag, pcaps, (ra, rb), (wa, wb), reports,
+                         (before, after))
             # hostA's packets cross r0 before the hop and r1 after it;
             # hostB's the other way round
             compare_with_kernel(tag, pcaps['requester'], wa, ra, 0)

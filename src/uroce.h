@@ -346,6 +346,9 @@ struct uroce_nic {
 	 * uroce_flush_acks() */
 	struct uroce_qp *acks_owed[UROCE_RX_BATCH];
 	unsigned n_acks_owed;
+	/* of those, kept for an application's answer (resp.ack_waits_ns);
+	 * read without rx_lock */
+	atomic_uint acks_waiting;
 	pthread_mutex_t rx_lock;	/* one receiver at a time keeps order */
 	/* RC QPs holding requests back for company (uroce_req_hold) */
 	pthread_mutex_t held_lock;
@@ -707,6 +710,9 @@ struct uroce_qp {
 	 * transport/receive.c). */
 	struct {
 		_Atomic uint64_t owed;
+		/* a thread other than the requester has claimed the ACK and
+		 * not sent it yet: the requester waits for it */
+		atomic_bool sending;
 		atomic_uint answers;
 		atomic_uint_fast64_t app_rx_ns;
 	} ack;
@@ -835,6 +841,12 @@ bool uroce_mw_remote_inv(struct uroce_nic *nic, const struct uroce_pd *pd,
 /* Push one completion; raises the channel event if armed.  Returns false on
  * overflow (the CQ is then in error and an async event is raised). */
 bool uroce_cq_push(struct uroce_cq *cq, const struct ibv_wc *wc, bool solicited);
+/* A thread receiving packets holds back the wake-ups of the completion
+ * channels it raises events on until the ACKs for those packets have
+ * left (uroce_cq_release_wakes), as a NIC's ACK leaves on receipt: a
+ * sleeper that answers at once never finds the ACK still unsent. */
+void uroce_cq_hold_wakes(void);
+void uroce_cq_release_wakes(void);
 /* Drop a QP's completions still in the CQ, keeping the others in order. */
 void uroce_cq_clean(struct uroce_cq *cq, uint32_t qp_num);
 

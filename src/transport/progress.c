@@ -271,10 +271,12 @@ static void *engine_main(void *arg)
 		/* a timer due judges what has arrived: an ACK waiting in a
 		 * socket must not look lost */
 		now = uroce_now_ns();
+		uroce_cq_hold_wakes();
 		if (now - atomic_load(&nic->app_poll_ns) >= ENGINE_DEFER_NS ||
 		    now >= next)
 			engine_receive(nic);
 		uroce_flush_acks(nic);
+		uroce_cq_release_wakes();
 		/* From here a poster must kick us if it arms an earlier timer
 		 * than the one we are about to compute (see uroce_nic_kick). */
 		atomic_store(&nic->engine_sleep_until, UINT64_MAX);
@@ -302,8 +304,10 @@ void uroce_engine_poll(struct uroce_nic *nic, uint64_t now)
 	engine_enter(nic);
 	/* ACKs kept for answers that have not come (see receive.c) */
 	uroce_flush_acks(nic);
+	uroce_cq_hold_wakes();
 	engine_receive(nic);
 	uroce_settle_app_acks(nic, now);
+	uroce_cq_release_wakes();
 	/* if the application neither answers nor polls, the engine sends
 	 * them */
 	if (nic->n_acks_owed)
@@ -332,7 +336,10 @@ static void flush_acks_call(struct uroce_nic *nic, void *arg)
 
 void uroce_engine_flush_acks(struct uroce_nic *nic)
 {
-	uroce_engine_call(nic, flush_acks_call, NULL);
+	/* a waiter that kept none (the engine received) pays nothing: taking
+	 * rx_lock here costs an event-driven round trip as much again */
+	if (atomic_load_explicit(&nic->acks_waiting, memory_order_relaxed))
+		uroce_engine_call(nic, flush_acks_call, NULL);
 }
 
 void uroce_engine_app_left(struct uroce_nic *nic, bool will_wait)

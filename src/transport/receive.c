@@ -188,11 +188,14 @@ static void flush_listed(struct uroce_qp *qp)
 
 	qp->resp.ack_listed = false;
 	qp->resp.ack_waits_ns = 0;
-	/* Claimed and sent under sq_lock, as the requester claims and sends
-	 * it ahead of its packets: an answer posted meanwhile on another
-	 * thread cannot overtake the ACK on the wire. */
-	pthread_mutex_lock(&qp->sq_lock);
-	if (uroce_resp_take_ack(qp, &p)) {
+	if (waits)
+		atomic_fetch_sub_explicit(&qp->nic->acks_waiting, 1,
+					  memory_order_relaxed);
+	/* While we claim and send it, the requester, which would have sent
+	 * it ahead of an answer posted meanwhile, waits for it to leave
+	 * (uroce_resp_take_ack): the answer cannot overtake it on the wire. */
+	atomic_store(&qp->ack.sending, true);
+	if (uroce_resp_claim_ack(qp, &p)) {
 		/* kept for an answer that did not come in time: the streak
 		 * starts anew (one sent sooner merely goes alone) */
 		if (waits && uroce_now_ns() - waits >= UROCE_ACK_RIDE_NS) {
@@ -203,7 +206,7 @@ static void flush_listed(struct uroce_qp *qp)
 		STAT_INC(qp->nic, acks_sent);
 		uroce_xmit(qp, &p, 1);
 	}
-	pthread_mutex_unlock(&qp->sq_lock);
+	atomic_store_explicit(&qp->ack.sending, false, memory_order_release);
 }
 
 void uroce_flush_acks(struct uroce_nic *nic)
@@ -249,6 +252,8 @@ void uroce_settle_app_acks(struct uroce_nic *nic, uint64_t now)
 		    atomic_load_explicit(&qp->ack.owed,
 					 memory_order_relaxed)) {
 			qp->resp.ack_waits_ns = now;
+			atomic_fetch_add_explicit(&nic->acks_waiting, 1,
+						  memory_order_relaxed);
 			nic->acks_owed[kept++] = qp;
 		} else {
 			flush_listed(qp);
@@ -296,7 +301,11 @@ void uroce_recv_batch(struct uroce_nic *nic, struct uroce_rxpkt *pkts, int n,
 		if (!qp->resp.ack_pending)
 			continue;
 		uroce_resp_owe_ack(qp);
-		qp->resp.ack_waits_ns = 0;
+		if (qp->resp.ack_waits_ns) {
+			qp->resp.ack_waits_ns = 0;
+			atomic_fetch_sub_explicit(&nic->acks_waiting, 1,
+						  memory_order_relaxed);
+		}
 		if (!qp->resp.ack_listed) {
 			if (nic->n_acks_owed == ARRAY_SIZE(nic->acks_owed))
 				uroce_flush_acks(nic);

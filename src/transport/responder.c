@@ -5,6 +5,7 @@
  * rx_lock.
  */
 #include <arpa/inet.h>
+#include <sched.h>
 #include <string.h>
 
 #include "transport/hdr.h"
@@ -65,12 +66,21 @@ void uroce_resp_owe_ack(struct uroce_qp *qp)
 
 bool uroce_resp_take_ack(struct uroce_qp *qp, struct uroce_txpkt *p)
 {
+	if (uroce_resp_claim_ack(qp, p))
+		return true;
+	/* another thread claimed it: it leaves first */
+	while (atomic_load_explicit(&qp->ack.sending, memory_order_acquire))
+		sched_yield();
+	return false;
+}
+
+bool uroce_resp_claim_ack(struct uroce_qp *qp, struct uroce_txpkt *p)
+{
 	uint64_t owed;
 
-	if (!atomic_load_explicit(&qp->ack.owed, memory_order_relaxed))
+	if (!atomic_load(&qp->ack.owed))
 		return false;
-	owed = atomic_exchange_explicit(&qp->ack.owed, 0,
-					memory_order_acquire);
+	owed = atomic_exchange(&qp->ack.owed, 0);
 	if (!owed)
 		return false;
 	bth_init(p->hdr, resp_service(qp) | IB_OP_ACK, 0, 0, UROCE_DEFAULT_PKEY,

@@ -127,11 +127,14 @@ void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
 #define UROCE_ACK_OWED (1ull << 63)
 /* Under rx_lock: the QP owes an ACK for what it has received so far. */
 void uroce_resp_owe_ack(struct uroce_qp *qp);
-/* The ACK the responder owes, built into p for the caller to send ahead
- * of its own packets (false when none is owed).  Any thread, no lock: the
- * ACK is claimed whole, once; the caller sends it under sq_lock, so that
- * it leaves before anything the QP's requester sends after. */
+/* The ACK the responder owes, built into p for the requester to send
+ * ahead of its own packets (false when none is owed; if another thread
+ * has claimed it, once that one has sent it).  Any thread, no lock: the
+ * ACK is claimed whole, once. */
 bool uroce_resp_take_ack(struct uroce_qp *qp, struct uroce_txpkt *p);
+/* The same for a thread that sends the ACK alone, with ack.sending set
+ * around the claim and the send. */
+bool uroce_resp_claim_ack(struct uroce_qp *qp, struct uroce_txpkt *p);
 /* Flush every posted receive WQE (QP in error); rq lock not held. */
 void uroce_resp_flush(struct uroce_qp *qp);
 

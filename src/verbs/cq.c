@@ -62,10 +62,50 @@ static void channel_wake(struct uroce_comp_channel *ch)
 	}
 }
 
+/* The wake-ups a receiving thread holds back (uroce_cq_hold_wakes): the
+ * channels to wake, each once; past the array's room, at once. */
+enum { HELD_WAKES = 16 };
+static __thread struct {
+	bool holding;
+	unsigned n;
+	struct uroce_comp_channel *ch[HELD_WAKES];
+} held_wakes;
+
+void uroce_cq_hold_wakes(void)
+{
+	held_wakes.holding = true;
+}
+
+void uroce_cq_release_wakes(void)
+{
+	held_wakes.holding = false;
+	for (unsigned i = 0; i < held_wakes.n; i++)
+		channel_wake(held_wakes.ch[i]);
+	held_wakes.n = 0;
+}
+
+/* Wakes the channel's reader, now or when the thread releases its held
+ * wake-ups. */
+static void channel_wake_or_hold(struct uroce_comp_channel *ch)
+{
+	if (held_wakes.holding) {
+		for (unsigned i = 0; i < held_wakes.n; i++)
+			if (held_wakes.ch[i] == ch)
+				return;
+		if (held_wakes.n < HELD_WAKES) {
+			held_wakes.ch[held_wakes.n++] = ch;
+			return;
+		}
+	}
+	channel_wake(ch);
+}
+
 /* Queue cq's event; a CQ already queued is not queued twice (its consumer
  * re-arms and polls after taking the event, which covers both). */
 static void channel_post(struct uroce_comp_channel *ch, struct uroce_cq *cq)
 {
+	bool wake = false;
+
 	pthread_mutex_lock(&ch->lock);
 	if (!cq->ev_queued) {
 		cq->ev_queued = true;
@@ -75,10 +115,11 @@ static void channel_post(struct uroce_comp_channel *ch, struct uroce_cq *cq)
 		else
 			ch->ev_head = cq;
 		ch->ev_tail = cq;
-		if (ch->ev_head == cq)
-			channel_wake(ch);
+		wake = ch->ev_head == cq;
 	}
 	pthread_mutex_unlock(&ch->lock);
+	if (wake)
+		channel_wake_or_hold(ch);
 }
 
 /* Take cq's unread event off the channel; channel lock held. */

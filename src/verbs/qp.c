@@ -317,6 +317,8 @@ static void qp_reset(struct uroce_qp *qp)
 		pthread_mutex_unlock(&qp->rq.lock);
 	}
 	struct uroce_resp_res *res = qp->resp.res;
+	if (qp->resp.ack_waits_ns)
+		atomic_fetch_sub(&qp->nic->acks_waiting, 1);
 	memset(&qp->resp, 0, sizeof(qp->resp));
 	atomic_store(&qp->ack.owed, 0);
 	atomic_store(&qp->ack.answers, 0);

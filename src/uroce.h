@@ -511,7 +511,9 @@ struct uroce_cq {
 	struct ibv_wc *ring;
 	uint32_t size;			/* ring entries (>= cqe + 1) */
 	uint32_t head, tail;		/* produce at head, consume at tail */
-	int armed;			/* 0, or 1 = next, 2 = solicited only */
+	/* 0, or 1 = next, 2 = solicited only; changed under lock, read
+	 * without it by a poller that asks whether its thread will sleep */
+	atomic_int armed;
 	bool overflow;
 	atomic_uint use_cnt;		/* QPs / SRQs using it: destroy is EBUSY */
 	/* completion channel state, guarded by the channel's lock */

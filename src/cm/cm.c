@@ -257,6 +257,9 @@ UROCE_EXPORT void uroce_cm_destroy_id(struct uroce_cm_id *id)
 	uint64_t sid = id->bound_sid;
 
 	id->bound = false;
+	/* a port shared with other ids of the process stays claimed */
+	if (bound && cm_sid_taken(cm, sid))
+		bound = false;
 	while (id->calls)
 		pthread_cond_wait(&cm->calls_done, &cm->lock);
 	cm_id_maybe_free(id);
@@ -278,6 +281,25 @@ static int claim(struct uroce_cm *cm, uint64_t sid)
 	if (cm_sid_taken(cm, sid))
 		return -EADDRINUSE;
 	return cm->nic->net->sid_claim(cm->nic, sid);
+}
+
+UROCE_EXPORT int uroce_cm_bind_shared(struct uroce_cm_id *id, uint64_t sid)
+{
+	struct uroce_cm *cm = id->cm;
+	int err = 0;
+
+	pthread_mutex_lock(&cm->lock);
+	if (id->bound || id->state != CM_IDLE)
+		err = -EINVAL;
+	else if (!cm_sid_taken(cm, sid))
+		err = cm->nic->net->sid_claim(cm->nic, sid);
+	if (!err) {
+		id->bound = true;
+		id->bound_sid = sid;
+		id->service_id = sid;
+	}
+	pthread_mutex_unlock(&cm->lock);
+	return err;
 }
 
 UROCE_EXPORT int uroce_cm_bind(struct uroce_cm_id *id, uint64_t *service_id,
@@ -481,7 +503,8 @@ void uroce_cm_fini(struct uroce_nic *nic)
 		struct uroce_cm_id *id = cm->ids;
 
 		cm->ids = id->next;
-		if (id->bound)
+		/* a shared port is released with the last id holding it */
+		if (id->bound && !cm_sid_taken(cm, id->bound_sid))
 			nic->net->sid_release(nic, id->bound_sid);
 		free(id);
 	}

@@ -175,6 +175,10 @@ void uroce_cm_set_context(struct uroce_cm_id *id, void *context);
  * claimed is stored back.  -EADDRINUSE when another id holds it. */
 int uroce_cm_bind(struct uroce_cm_id *id, uint64_t *service_id,
 		  int pick_port);
+/* Binds to a service ID that other ids of this process may hold already
+ * (rdma_cm shares a port between addresses and families, as it decides);
+ * the host-wide claim goes with the last of them. */
+int uroce_cm_bind_shared(struct uroce_cm_id *id, uint64_t service_id);
 /* Deliver REQs / SIDR_REQs for the bound service ID (backlog: most
  * connections waiting for an accept before further REQs are dropped). */
 int uroce_cm_listen(struct uroce_cm_id *id, int backlog);

@@ -6,6 +6,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +96,72 @@ static bool is_local(const struct sockaddr *sa)
 	return local;
 }
 
+/* ---- ports ----------------------------------------------------------------
+ * The process's ids that hold ports, as the kernel's bind lists: ids share a
+ * port when their families are apart (both AFONLY), when their addresses
+ * differ (neither a wildcard) or when both asked for REUSEADDR.  Across
+ * processes a port is one process's: the CM claims it host-wide. */
+
+static pthread_mutex_t ports_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cma_id *bound_ids;
+
+static bool same_ip(const struct sockaddr *a, const struct sockaddr *b)
+{
+	union ibv_gid ga, gb;
+
+	addr_gid(a, &ga);
+	addr_gid(b, &gb);
+	return !memcmp(&ga, &gb, sizeof(ga));
+}
+
+/* An IPv6 id without the option holds IPv4 too unless the host says
+ * otherwise, as a socket does (net.ipv6.bindv6only). */
+static int default_afonly(int family)
+{
+	char c = '0';
+	int fd;
+
+	if (family == AF_INET)
+		return 1;
+	fd = open("/proc/sys/net/ipv6/bindv6only", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (read(fd, &c, 1) != 1)
+			c = '0';
+		close(fd);
+	}
+	return c == '1';
+}
+
+/* The kernel's cma_check_port: 0, or why the id cannot have the port. */
+static int port_conflict(const struct cma_id *id, uint64_t sid, int reuseaddr)
+{
+	const struct sockaddr *addr = &id->id.route.addr.src_addr;
+
+	for (const struct cma_id *c = bound_ids; c; c = c->bound_next) {
+		const struct sockaddr *cur = &c->id.route.addr.src_addr;
+
+		if (c == id || c->service_id != sid)
+			continue;
+		if (reuseaddr && c->reuseaddr)
+			continue;
+		if (id->afonly && c->afonly && addr->sa_family != cur->sa_family)
+			continue;
+		if (is_any(addr) || is_any(cur))
+			return EADDRNOTAVAIL;
+		if (addr->sa_family == cur->sa_family && same_ip(addr, cur))
+			return EADDRINUSE;
+	}
+	return 0;
+}
+
+static bool port_shared(uint64_t sid)
+{
+	for (const struct cma_id *c = bound_ids; c; c = c->bound_next)
+		if (c->service_id == sid)
+			return true;
+	return false;
+}
+
 int cma_bind_port(struct cma_id *id, struct sockaddr *addr)
 {
 	uint16_t port = cma_port(addr);
@@ -104,13 +171,52 @@ int cma_bind_port(struct cma_id *id, struct sockaddr *addr)
 	/* the kernel's rule for the well-known ports */
 	if (port && port < 1024 && geteuid() != 0)
 		return EACCES;
-	err = -uroce_cm_bind(id->cm, &sid, port == 0);
-	if (err)
-		return err;
-	id->bound = true;
-	id->service_id = sid;
-	cma_set_port(addr, sid & 0xFFFF);
-	return 0;
+	if (!id->afonly_set)
+		id->afonly = default_afonly(addr->sa_family);
+	pthread_mutex_lock(&ports_lock);
+	if (!port)
+		err = -uroce_cm_bind(id->cm, &sid, 1);
+	else if (port_shared(sid))
+		err = port_conflict(id, sid, id->reuseaddr) ?:
+		      -uroce_cm_bind_shared(id->cm, sid);
+	else
+		err = -uroce_cm_bind(id->cm, &sid, 0);
+	if (!err) {
+		id->bound = true;
+		id->service_id = sid;
+		id->bound_next = bound_ids;
+		bound_ids = id;
+		cma_set_port(addr, sid & 0xFFFF);
+	}
+	pthread_mutex_unlock(&ports_lock);
+	return err;
+}
+
+void cma_unbind_port(struct cma_id *id)
+{
+	pthread_mutex_lock(&ports_lock);
+	for (struct cma_id **p = &bound_ids; *p; p = &(*p)->bound_next) {
+		if (*p == id) {
+			*p = id->bound_next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&ports_lock);
+}
+
+int cma_listen_port(struct cma_id *id, int backlog)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&ports_lock);
+	if (id->reuseaddr)
+		err = port_conflict(id, id->service_id, 0);
+	if (!err)
+		err = -uroce_cm_listen(id->cm, backlog);
+	if (!err)
+		id->listening = true;
+	pthread_mutex_unlock(&ports_lock);
+	return err;
 }
 
 /* Makes the id the device's, with the address as its source GID. */
@@ -319,7 +425,7 @@ CMA_EXPORT int rdma_listen(struct rdma_cm_id *cm_id, int backlog)
 		return cma_errno(EINVAL);
 	if (backlog <= 0 || backlog > CMA_DEFAULT_BACKLOG)
 		backlog = CMA_DEFAULT_BACKLOG;
-	err = -uroce_cm_listen(id->cm, backlog);
+	err = cma_listen_port(id, backlog);
 	if (!err)
 		cma_set_state(id, CMA_LISTEN);
 	return cma_errno(err);
@@ -379,32 +485,54 @@ static void get_ip(const uint8_t *p, int ipver, uint16_t port,
 	}
 }
 
-static bool same_ip(const struct sockaddr *a, const struct sockaddr *b)
-{
-	union ibv_gid ga, gb;
 
-	addr_gid(a, &ga);
-	addr_gid(b, &gb);
-	return !memcmp(&ga, &gb, sizeof(ga));
-}
-
-bool cma_parse_hdr(struct cma_id *listener, struct cma_id *id,
-		   const uint8_t *hdr, uint64_t sid)
+/* Does the listener take a request with this header?  What the kernel's
+ * rdma_cm refuses is answered with REJ consumer defined. */
+static bool hdr_fits(const struct cma_id *listener, const uint8_t *hdr,
+		     uint64_t sid)
 {
 	const struct sockaddr *bound = &listener->id.route.addr.src_addr;
 	int ipver = hdr[1] >> 4;
-	struct sockaddr_storage src, dst;
+	struct sockaddr_storage dst;
 
-	/* what the kernel's rdma_cm refuses, with REJ consumer defined */
 	if (hdr[0] != 0 || (ipver != 4 && ipver != 6))
 		return false;
 	if ((bound->sa_family == AF_INET && ipver != 4) ||
 	    (bound->sa_family == AF_INET6 && ipver == 4 && listener->afonly))
 		return false;
 	get_ip(hdr + 20, ipver, sid & 0xFFFF, &dst);
-	get_ip(hdr + 4, ipver, hdr[2] << 8 | hdr[3], &src);
-	if (!is_any(bound) && !same_ip(bound, (struct sockaddr *)&dst))
+	return is_any(bound) || same_ip(bound, (struct sockaddr *)&dst);
+}
+
+struct cma_id *cma_listener_for(struct cma_id *listener, const uint8_t *hdr,
+				uint64_t sid)
+{
+	pthread_mutex_lock(&ports_lock);
+	if (hdr_fits(listener, hdr, sid))
+		return listener;
+	for (struct cma_id *c = bound_ids; c; c = c->bound_next)
+		if (c != listener && c->service_id == sid &&
+		    c->listening && hdr_fits(c, hdr, sid))
+			return c;
+	pthread_mutex_unlock(&ports_lock);
+	return NULL;
+}
+
+void cma_listener_done(void)
+{
+	pthread_mutex_unlock(&ports_lock);
+}
+
+bool cma_parse_hdr(struct cma_id *listener, struct cma_id *id,
+		   const uint8_t *hdr, uint64_t sid)
+{
+	int ipver = hdr[1] >> 4;
+	struct sockaddr_storage src, dst;
+
+	if (!hdr_fits(listener, hdr, sid))
 		return false;
+	get_ip(hdr + 20, ipver, sid & 0xFFFF, &dst);
+	get_ip(hdr + 4, ipver, hdr[2] << 8 | hdr[3], &src);
 	memcpy(&id->id.route.addr.src_storage, &dst, sizeof(dst));
 	memcpy(&id->id.route.addr.dst_storage, &src, sizeof(src));
 	return true;
@@ -446,6 +574,7 @@ CMA_EXPORT int rdma_set_option(struct rdma_cm_id *cm_id, int level,
 			if (id->state != CMA_IDLE && id->state != CMA_ADDR_BOUND)
 				return cma_errno(EINVAL);
 			id->afonly = *(int *)optval;
+			id->afonly_set = true;
 			return 0;
 		case RDMA_OPTION_ID_ACK_TIMEOUT:
 			if (optlen != sizeof(uint8_t) || !is_connected_type(cm_id))

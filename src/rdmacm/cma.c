@@ -498,7 +498,9 @@ CMA_EXPORT int rdma_destroy_id(struct rdma_cm_id *cm_id)
 		rdma_ack_cm_event(id->id.event);
 		id->id.event = NULL;
 	}
-	/* first no more events: the CM sends what the state calls for */
+	/* first no more events: no request picks the id as its listener, and
+	 * the CM sends what the state calls for */
+	cma_unbind_port(id);
 	uroce_cm_destroy_id(id->cm);
 	purge_events(id);
 	pthread_mutex_lock(&cma_lock);

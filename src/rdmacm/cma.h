@@ -91,6 +91,9 @@ struct cma_id {
 	bool tos_set;
 	uint8_t ack_timeout;		/* RDMA_OPTION_ID_ACK_TIMEOUT, 0 = unset */
 	int reuseaddr, afonly;
+	bool afonly_set;		/* by RDMA_OPTION_ID_AFONLY */
+	struct cma_id *bound_next;	/* the process's ids holding ports */
+	bool listening;			/* under the ports' lock */
 	uint32_t qkey;			/* UD */
 
 	/* negotiated for our QP */
@@ -178,6 +181,18 @@ uint16_t cma_port(const struct sockaddr *sa);
 void cma_set_port(struct sockaddr *sa, uint16_t port);
 socklen_t cma_addr_len(const struct sockaddr *sa);
 int cma_bind_port(struct cma_id *id, struct sockaddr *addr);
+/* The port goes with the id's last reference; no request reaches it. */
+void cma_unbind_port(struct cma_id *id);
+/* A listener's port may be shared (another family, another address, both
+ * REUSEADDR): the one of them that takes a request with this header, as
+ * the kernel's cma_find_listener picks it, or NULL.  Returns with the
+ * ports' lock held, so that the listener stays until cma_listener_done. */
+struct cma_id *cma_listener_for(struct cma_id *listener, const uint8_t *hdr,
+				uint64_t sid);
+void cma_listener_done(void);
+/* rdma_listen's part: requests to the port may reach the id from now on
+ * (a listener shares its port only by family or address, not by REUSEADDR) */
+int cma_listen_port(struct cma_id *id, int backlog);
 /* Fills the path from the id's addresses (a resolved or passive id). */
 int cma_build_path(struct cma_id *id);
 /* The rdma_cm header of a REQ / SIDR_REQ. */

@@ -42,17 +42,16 @@ static enum ibv_qp_type qp_type_of(uint8_t transport)
 	}
 }
 
-static int on_request(struct cma_id *listener, const struct uroce_cm_event *ev)
+/* A new passive id for a request the listener takes; nonzero refuses it. */
+static int new_conn(struct cma_id *listener, const struct uroce_cm_event *ev,
+		    uint64_t sid)
 {
 	bool sidr = ev->type == UROCE_CM_SIDR_REQ_RECEIVED;
 	const struct uroce_cm_path *path = sidr ? &ev->sidr_req.path
 						: &ev->req.path;
-	uint64_t sid = sidr ? ev->sidr_req.service_id : ev->req.service_id;
 	struct cma_id *id;
 	struct cma_event *e;
 
-	if (ev->private_data_len < CMA_HDR_LEN)
-		return 1;
 	id = cma_id_new(listener->chan, listener->id.context, listener->id.ps,
 			listener->id.ps == RDMA_PS_IB && !sidr
 				? qp_type_of(ev->req.transport)
@@ -119,6 +118,26 @@ static int on_request(struct cma_id *listener, const struct uroce_cm_event *ev)
 	cma_queue(e);
 	pthread_mutex_unlock(&cma_lock);
 	return 0;
+}
+
+/* The CM hands a request to one listener of its service ID; the port may be
+ * shared by several, of which the rdma_cm header picks one. */
+static int on_request(struct cma_id *got, const struct uroce_cm_event *ev)
+{
+	uint64_t sid = ev->type == UROCE_CM_SIDR_REQ_RECEIVED
+			       ? ev->sidr_req.service_id
+			       : ev->req.service_id;
+	struct cma_id *listener;
+	int refused;
+
+	if (ev->private_data_len < CMA_HDR_LEN)
+		return 1;
+	listener = cma_listener_for(got, ev->private_data, sid);
+	if (!listener)
+		return 1;
+	refused = new_conn(listener, ev, sid);
+	cma_listener_done();
+	return refused;
 }
 
 static void ud_param(struct cma_id *id, struct rdma_ud_param *ud,

@@ -25,6 +25,12 @@ static void put_addr(uint8_t *out, const union uroce_sockaddr *a)
 		memcpy(out, &a->in6.sin6_addr, 16);
 }
 
+bool uroce_sh_ringed(const struct uroce_qp *qp)
+{
+	return qp->sh_peer && qp->sh_peer->ring &&
+	       !uroce_sh_peer_wire_only(qp);
+}
+
 int uroce_sh_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n)
 {
 	struct uroce_sh_peer *peer = qp->sh_peer;

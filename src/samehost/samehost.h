@@ -42,6 +42,9 @@ void uroce_sh_attach(struct uroce_qp *qp);
 /* Send n packets of qp (ICRC done) through its ring in the same-host
  * peer's segment; how many went, or -1 when the QP has no ring. */
 int uroce_sh_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n);
+/* Whether qp's packets go by a ring, which loses none: a peer slow to
+ * answer is descheduled, not missing packets, and is waited for. */
+bool uroce_sh_ringed(const struct uroce_qp *qp);
 /* Receive what the rings of this process's segment hold (rx_lock held);
  * the buffers stay valid until uroce_sh_recv_done. */
 int uroce_sh_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,

@@ -309,10 +309,22 @@ void uroce_sh_open(struct uroce_nic *nic)
 	nic->sh = sh;
 }
 
+static void forget_gone_peers(struct uroce_nic *nic, struct uroce_sh *sh);
+
 void uroce_sh_exit(struct uroce_nic *nic)
 {
-	if (nic->sh && nic->sh->seg)
-		shm_unlink(nic->sh->name);
+	struct uroce_sh *sh = nic->sh;
+
+	if (!sh)
+		return;
+	if (sh->seg)
+		shm_unlink(sh->name);
+	/* the program may exit from anywhere: a thread of ours may hold the
+	 * lock, and the next process to open the device sweeps instead */
+	if (!pthread_mutex_trylock(&sh->lock)) {
+		forget_gone_peers(nic, sh);
+		pthread_mutex_unlock(&sh->lock);
+	}
 }
 
 void uroce_sh_close(struct uroce_nic *nic)
@@ -321,6 +333,9 @@ void uroce_sh_close(struct uroce_nic *nic)
 
 	if (!sh)
 		return;
+	pthread_mutex_lock(&sh->lock);
+	forget_gone_peers(nic, sh);
+	pthread_mutex_unlock(&sh->lock);
 	while (sh->all) {
 		struct uroce_sh_peer *p = sh->all;
 
@@ -369,6 +384,37 @@ static int peer_probe(const struct sh_seg *seg)
 static bool owner_gone(int err)
 {
 	return err == ESRCH || err == EFAULT;
+}
+
+/*
+ * A peer killed without closing (SIGKILL, a crash) left its segment's name;
+ * the first of its peers to notice removes it (when it maps that slot again
+ * or closes its device, even at exit), so that nothing of it outlives them.
+ * Only the file we mapped: a new owner of the slot makes a new one.
+ */
+static void unlink_if_gone(struct uroce_nic *nic, struct uroce_sh *sh,
+			   struct uroce_sh_peer *p)
+{
+	struct stat st;
+	char name[80];
+	int fd;
+
+	if (!owner_gone(owner_probe(p->pid, p->seg->self, p->seg->nonce)))
+		return;
+	seg_name(name, sizeof(name), sh->netns, nic->cfg->udp_port, p->slot);
+	fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	if (!fstat(fd, &st) && st.st_ino == p->ino)
+		shm_unlink(name);
+	close(fd);
+}
+
+/* Called with sh->lock held. */
+static void forget_gone_peers(struct uroce_nic *nic, struct uroce_sh *sh)
+{
+	for (struct uroce_sh_peer *p = sh->all; p; p = p->next)
+		unlink_if_gone(nic, sh, p);
 }
 
 _Static_assert(offsetof(struct sh_seg, pid) == 3 * sizeof(uint64_t),
@@ -533,6 +579,7 @@ static struct uroce_sh_peer *peer_map(struct uroce_nic *nic,
 	peer->seg = seg;
 	peer->pid = seg->pid;
 	peer->slot = slot;
+	peer->ino = st.st_ino;
 	pthread_mutex_init(&peer->ring_lock, NULL);
 	peer_ring(nic, peer, fd, name);
 	close(fd);
@@ -586,8 +633,10 @@ void uroce_sh_attach(struct uroce_qp *qp)
 	/* mapped again only once its owner is gone: a live owner's ring
 	 * must have one producer here, and so one peer struct */
 	peer = sh->by_slot[slot];
-	if (peer && owner_gone(peer_probe(peer->seg)))
+	if (peer && owner_gone(peer_probe(peer->seg))) {
+		unlink_if_gone(nic, sh, peer);
 		peer = NULL;
+	}
 	if (!peer)
 		peer = sh->by_slot[slot] = peer_map(nic, sh, slot);
 	pthread_mutex_unlock(&sh->lock);

@@ -136,6 +136,7 @@ struct uroce_sh_peer {
 	struct sh_seg *seg;
 	pid_t pid;
 	unsigned slot;
+	ino_t ino;	/* its file: the name may be a new owner's later */
 	/* a copy found the process gone or the kernel refusing: no more
 	 * copies (its ring, plain shared memory, still carries packets) */
 	atomic_bool dead;

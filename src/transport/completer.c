@@ -5,6 +5,7 @@
  */
 #include <string.h>
 
+#include "samehost/samehost.h"
 #include "transport/hdr.h"
 #include "transport/opcode.h"
 #include "transport/transport.h"
@@ -146,8 +147,11 @@ static uint64_t probe_wait_ns(const struct uroce_qp *qp)
 	uint64_t var = 4ull * qp->comp.rttvar_ns, t, min;
 	uint64_t timeout = uroce_ack_timeout_ns(qp->attr.timeout);
 
-	if (!qp->comp.srtt_ns)
-		return 0;	/* no estimate yet: the ACK timeout only */
+	/* no estimate yet, or nothing to lose on the way: the ACK timeout
+	 * only (a same-host peer resent to while descheduled only finds
+	 * duplicates in its ring) */
+	if (!qp->comp.srtt_ns || uroce_sh_ringed(qp))
+		return 0;
 	if (var < UROCE_PROBE_VAR_MIN_NS)
 		var = UROCE_PROBE_VAR_MIN_NS;
 	t = 2ull * qp->comp.srtt_ns + var;

@@ -293,10 +293,12 @@ static void *engine_main(void *arg)
 	return NULL;
 }
 
-void uroce_engine_poll(struct uroce_nic *nic, uint64_t now)
+void uroce_engine_poll(struct uroce_nic *nic, uint64_t now, bool will_wait)
 {
-	atomic_store(&nic->app_poll_ns, now);
-	uroce_sh_note_poll(nic, now);
+	if (!will_wait) {
+		atomic_store(&nic->app_poll_ns, now);
+		uroce_sh_note_poll(nic, now);
+	}
 	/* Whoever holds rx_lock is already receiving: nothing to add. */
 	if (atomic_load_explicit(&nic->rx_callers, memory_order_relaxed) ||
 	    pthread_mutex_trylock(&nic->rx_lock))
@@ -306,7 +308,11 @@ void uroce_engine_poll(struct uroce_nic *nic, uint64_t now)
 	uroce_flush_acks(nic);
 	uroce_cq_hold_wakes();
 	engine_receive(nic);
-	uroce_settle_app_acks(nic, now);
+	/* a thread about to sleep answers nothing soon */
+	if (will_wait)
+		uroce_flush_acks(nic);
+	else
+		uroce_settle_app_acks(nic, now);
 	uroce_cq_release_wakes();
 	/* if the application neither answers nor polls, the engine sends
 	 * them */

@@ -166,8 +166,11 @@ int uroce_engine_start(struct uroce_nic *nic);
 void uroce_engine_stop(struct uroce_nic *nic);
 /* Receive inline from a thread that found its CQ empty: completions then
  * need no wake-up of the engine thread.  now: when its poll began (one
- * clock read serves the whole poll: a busy poller's polls are short). */
-void uroce_engine_poll(struct uroce_nic *nic, uint64_t now);
+ * clock read serves the whole poll: a busy poller's polls are short).
+ * Unless will_wait (it armed the CQ and is about to sleep), the thread
+ * receives for the process from now on, and the engine stays off the
+ * sockets for a while. */
+void uroce_engine_poll(struct uroce_nic *nic, uint64_t now, bool will_wait);
 /* Runs fn under rx_lock inside an engine section: the QPs it finds in
  * nic->live_qps stay allocated until it returns (uroce_nic_quiesce). */
 void uroce_engine_call(struct uroce_nic *nic,

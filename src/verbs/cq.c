@@ -215,6 +215,8 @@ UROCE_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel,
 		return -1;
 	}
 	ch = to_uch(channel);
+	/* about to sleep, most likely: the engine receives for us */
+	uroce_engine_app_left(to_uctx(channel->context)->nic, true);
 	do {
 		uint8_t token;
 		ssize_t n = read(channel->fd, &token, sizeof(token));
@@ -507,6 +509,12 @@ int uroce_cq_take(struct uroce_cq *cq, int n, struct ibv_wc *wc,
 	return got;
 }
 
+bool uroce_cq_armed(struct uroce_cq *cq)
+{
+	return atomic_load_explicit(&cq->armed, memory_order_relaxed) !=
+	       CQ_DISARMED;
+}
+
 int uroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 {
 	struct uroce_cq *cq = to_ucq(ibcq);
@@ -531,8 +539,11 @@ int uroce_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 	got = uroce_cq_take(cq, num_entries, wc, NULL);
 	if (got == 0 && num_entries) {
 		/* Receive on this thread instead of waiting for the engine
-		 * thread to wake up: the completion may be one datagram away. */
-		uroce_engine_poll(nic, now);
+		 * thread to wake up: the completion may be one datagram away.
+		 * A thread that armed the CQ polls once more before it sleeps
+		 * (the race every event loop closes): the engine keeps
+		 * receiving for it. */
+		uroce_engine_poll(nic, now, uroce_cq_armed(cq));
 		got = uroce_cq_take(cq, num_entries, wc, NULL);
 	}
 	if (got > 0)

@@ -61,7 +61,7 @@ static int refill(struct uroce_cq *cq)
 	if (got == 0) {
 		/* as ibv_poll_cq: receive here rather than wait for the
 		 * engine, the completion may be one datagram away */
-		uroce_engine_poll(nic, now);
+		uroce_engine_poll(nic, now, uroce_cq_armed(cq));
 		got = uroce_cq_take(cq, UROCE_CQ_EX_BATCH, p->wc, p->ts);
 	}
 	p->cur = 0;

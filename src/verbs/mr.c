@@ -30,16 +30,6 @@
 
 #define KEY_RANDOM_MASK ((1u << UROCE_KEY_SHIFT) - 1)
 
-/* Bits the spec defines for ibv_reg_mr that uroce accepts.  HUGETLB is only
- * a promise about the pages, which a CPU copy does not care about; the
- * FLUSH bits are rdma-core 45's (see verbs_newer.h). */
-#define ACCESS_SUPPORTED                                                       \
-	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |                    \
-	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |                   \
-	 IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_HUGETLB |     \
-	 IBV_ACCESS_ON_DEMAND | UROCE_ACCESS_FLUSH_GLOBAL |                    \
-	 UROCE_ACCESS_FLUSH_PERSISTENT)
-
 /* ---- key randomness -------------------------------------------------------
  * splitmix64 seeded from getrandom(): statistically good, cheap, and not
  * guessable from outside the process.  Its state is only advanced under
@@ -220,7 +210,7 @@ static int check_access(unsigned int access, int *kept)
 {
 	unsigned int mand = access & ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE;
 
-	if (mand & ~(unsigned int)ACCESS_SUPPORTED)
+	if (mand & ~(unsigned int)UROCE_ACCESS_SUPPORTED)
 		return EINVAL;
 	/* IBTA o10-37: the local side must be writable for remote writes */
 	if ((mand & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&

@@ -4,6 +4,17 @@
 
 #include "uroce.h"
 
+/* Bits the spec defines for ibv_reg_mr that uroce accepts, in an MR's
+ * access flags and (as the kernel's providers take them) a QP's.  HUGETLB is
+ * only a promise about the pages, which a CPU copy does not care about; the
+ * FLUSH bits are rdma-core 45's (see verbs_newer.h). */
+#define UROCE_ACCESS_SUPPORTED                                                 \
+	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |                    \
+	 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |                   \
+	 IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_HUGETLB |     \
+	 IBV_ACCESS_ON_DEMAND | UROCE_ACCESS_FLUSH_GLOBAL |                    \
+	 UROCE_ACCESS_FLUSH_PERSISTENT)
+
 /* qp.c */
 int uroce_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
 /* Where work requests come from decides what they may ask for: FLUSH and
@@ -39,6 +50,8 @@ struct uroce_cq *uroce_cq_create(struct ibv_context *context, int cqe,
 				 int comp_vector);
 /* Up to n completions out of the ring (see verbs/cq.c), with their
  * timestamps into ts if it is not NULL (and the CQ keeps them). */
+/* Whether the CQ is armed for an event: its poller means to sleep. */
+bool uroce_cq_armed(struct uroce_cq *cq);
 int uroce_cq_take(struct uroce_cq *cq, int n, struct ibv_wc *wc,
 		  struct uroce_cq_ts *ts);
 /* Keep a timestamp with every completion from now on (extended CQs that

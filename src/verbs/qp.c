@@ -367,12 +367,12 @@ static int qp_check_attr(struct uroce_qp *qp, const struct ibv_qp_attr *a,
 		return EINVAL;
 	if ((mask & IBV_QP_RQ_PSN) && a->rq_psn > PSN_MASK)
 		return EINVAL;
-	/* ON_DEMAND too: programs pass their MRs' flags here, and the kernel
-	 * takes them (only the remote rights mean anything to a QP) */
+	/* Programs pass their MRs' flags here (DAPL always adds MW_BIND), and
+	 * the kernel's providers take them: only the remote rights mean
+	 * anything to a QP.  Bits no MR could have are refused. */
 	if ((mask & IBV_QP_ACCESS_FLAGS) &&
-	    (a->qp_access_flags & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-				    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
-				    IBV_ACCESS_ON_DEMAND)))
+	    ((unsigned int)a->qp_access_flags & ~(unsigned int)IBV_ACCESS_OPTIONAL_RANGE &
+	     ~(unsigned int)UROCE_ACCESS_SUPPORTED))
 		return EINVAL;
 	if (mask & IBV_QP_AV) {
 		/* RoCE has no LIDs: the peer is named by its GID alone */

@@ -101,10 +101,24 @@ static void state_checks(struct h_proc *p, struct ibv_cq *cq, void *mem,
 	expect_modify_einval(qp, &a, IBV_QP_STATE, IBV_QPS_RESET);
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = H_PORT;
+	a.qp_access_flags = 1 << 12;	/* no MR's right, nor an optional hint */
+	expect_modify_einval(qp, &a, init_mask, IBV_QPS_RESET);
 	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
 	expect_modify_einval(qp, &a, init_mask & ~IBV_QP_PORT, IBV_QPS_RESET);
 	H_OK(ibv_modify_qp(qp, &a, init_mask));
 	H_EQ(h_qp_state(qp), IBV_QPS_INIT);
+	/* An MR's flags, as DAPL passes them, are taken as the kernel takes
+	 * them; only the remote rights mean anything to the QP. */
+	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			    IBV_ACCESS_MW_BIND | IBV_ACCESS_RELAXED_ORDERING;
+	H_OK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS));
+	{
+		struct ibv_qp_attr q;
+		struct ibv_qp_init_attr qi;
+
+		H_OK(ibv_query_qp(qp, &q, IBV_QP_ACCESS_FLAGS, &qi));
+		H_CHECK(q.qp_access_flags & IBV_ACCESS_MW_BIND);
+	}
 	bad = NULL;
 	H_EQ(ibv_post_send(qp, &wr, &bad), EINVAL);
 	H_CHECK(bad == &wr);

@@ -18,10 +18,14 @@
  *             closing (one whose pid is gone, one whose pid now belongs to
  *             another process) are removed when a process opens the
  *             device; then as "stopped"
+ *   killed    the target, its segment mapped by the requester after a
+ *             WRITE, is killed with SIGKILL: once the requester has closed
+ *             its device, nothing of the target is left in /dev/shm
  *
  * Role 0 is the requester, role 1 the target.  Timeout 10 (4.2 ms) and
  * retry_cnt 1 keep a request the wire has to time out short.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -45,7 +49,7 @@ enum {
 	FILL = 0x5A,
 };
 
-enum scenario { STOPPED, SHM_OFF, DEREG, REREG, QP_ERROR, STALE };
+enum scenario { STOPPED, SHM_OFF, DEREG, REREG, QP_ERROR, STALE, KILLED };
 static enum scenario scenario;
 
 static struct h_qp_cfg cfg(struct h_proc *p)
@@ -226,6 +230,9 @@ static void race_requester(struct h_proc *p, struct h_ep *ep, int sock)
 	h_buf_free(&out);
 }
 
+static void killed_target(struct h_proc *p, int sock);
+static void killed_requester(struct h_proc *p, struct h_ep *ep, int sock);
+
 static void run(struct h_proc *p)
 {
 	struct h_qp_cfg c = cfg(p);
@@ -234,6 +241,13 @@ static void run(struct h_proc *p)
 
 	h_ep_create(p, &ep, &c);
 	h_ep_connect(p, &ep, sock);
+	if (scenario == KILLED) {
+		if (p->role)
+			killed_target(p, sock);
+		else
+			killed_requester(p, &ep, sock);
+		return;
+	}
 	if (scenario == STOPPED || scenario == SHM_OFF || scenario == STALE) {
 		if (p->role)
 			stopped_target(p, &ep, sock);
@@ -319,11 +333,101 @@ static int run_stale(const struct h_test *t)
 	return rc;
 }
 
+/* ---- killed ---------------------------------------------------------------- */
+
+static void killed_target(struct h_proc *p, int sock)
+{
+	struct h_buf b;
+	pid_t me = getpid();
+
+	h_buf_alloc(p, &b, CHUNK, IBV_ACCESS_LOCAL_WRITE |
+				  IBV_ACCESS_REMOTE_WRITE);
+	h_send_rbuf(sock, &b);
+	h_send(sock, &me, sizeof(me));
+	/* the requester writes, then kills us */
+	for (unsigned i = 0; i < p->t->deadline_s * 100; i++)
+		h_sleep_ms(10);
+	h_fail("still alive: the requester did not kill the target");
+}
+
+/* The name in /dev/shm of the segment pid owns, from its header. */
+static bool segment_of(pid_t pid, char *name, size_t size)
+{
+	char prefix[96];
+	struct stat ns;
+	const char *port = getenv("UROCE_PORT");
+	struct dirent *d;
+	bool found = false;
+	DIR *dir = opendir("/dev/shm");
+
+	if (!dir)
+		return false;
+	if (stat("/proc/self/ns/net", &ns))
+		ns.st_ino = 0;
+	snprintf(prefix, sizeof(prefix), "uroce.%llu.%s.%u.",
+		 (unsigned long long)ns.st_ino, port && *port ? port : "4791",
+		 (unsigned)getuid());
+	while (!found && (d = readdir(dir))) {
+		struct seg_head h;
+		int fd;
+
+		if (strncmp(d->d_name, prefix, strlen(prefix)))
+			continue;
+		snprintf(name, size, "/%s", d->d_name);
+		fd = shm_open(name, O_RDONLY, 0);
+		if (fd < 0)
+			continue;
+		found = pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
+			h.magic == SEG_MAGIC && h.pid == pid;
+		close(fd);
+	}
+	closedir(dir);
+	return found;
+}
+
+static void killed_requester(struct h_proc *p, struct h_ep *ep, int sock)
+{
+	struct h_buf out;
+	struct ibv_sge sge = { 0 };
+	struct h_rbuf r;
+	pid_t target;
+	char name[300];
+	char state;
+
+	h_buf_alloc(p, &out, CHUNK, IBV_ACCESS_LOCAL_WRITE);
+	h_fill(out.mem, CHUNK, 9);
+	r = h_recv_rbuf(sock);
+	h_recv(sock, &target, sizeof(target));
+	sge = (struct ibv_sge){ (uintptr_t)out.mem, CHUNK, out.mr->lkey };
+	h_post_rdma(ep, 1, IBV_WR_RDMA_WRITE, &sge, 1, IBV_SEND_SIGNALED,
+		    r.addr, r.rkey, 0);
+	H_EXPECT_SEND(ep, .wr_id = 1, .opcode = IBV_WC_RDMA_WRITE);
+	if (!segment_of(target, name, sizeof(name)))
+		h_fail("the target (pid %d) has no segment in /dev/shm",
+		       (int)target);
+	H_CHECK(kill(target, SIGKILL) == 0);
+	state = proc_state(target);
+	for (int i = 0; i < 2000 && state != 'Z' && state != '?'; i++) {
+		h_sleep_ms(1);
+		state = proc_state(target);
+	}
+	H_CHECK(state == 'Z' || state == '?');
+	h_buf_free(&out);
+	h_ep_destroy(ep);
+	h_close(p);
+	p->ctx = NULL;
+	if (shm_exists(name)) {
+		shm_unlink(name);
+		h_fail("the killed target's segment %s outlived its peer", name);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	static const char *const names[] = {
 		[STOPPED] = "stopped", [SHM_OFF] = "shm_off", [DEREG] = "dereg",
 		[REREG] = "rereg", [QP_ERROR] = "qp_error", [STALE] = "stale",
+		[KILLED] = "killed",
 	};
 	static char name[64];
 	struct h_test t = { .nroles = 2, .role = { run, run }, .deadline_s = 30 };
@@ -336,9 +440,11 @@ int main(int argc, char **argv)
 		t.name = name;
 		/* before any verb: the configuration is read once */
 		setenv("UROCE_SHM", scenario == SHM_OFF ? "0" : "1", 1);
+		t.sigkilled[1] = scenario == KILLED;
 		return scenario == STALE ? run_stale(&t) : h_main(&t);
 	}
-	fprintf(stderr, "usage: %s stopped|shm_off|dereg|rereg|qp_error|stale\n",
+	fprintf(stderr,
+		"usage: %s stopped|shm_off|dereg|rereg|qp_error|stale|killed\n",
 		argv[0]);
 	return 2;
 }

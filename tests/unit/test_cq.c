@@ -34,15 +34,17 @@
 /* ---- doubles for the engine and the async event queue -------------------- */
 
 static int engine_polls;
+static bool engine_poll_will_wait;	/* what the last inline receive said */
 static int engine_app_left;	/* polls that returned completions */
 static struct uroce_cq *engine_inject;	/* completion "received" inline */
 static int async_events;
 static struct ibv_async_event last_async;
 
-void uroce_engine_poll(struct uroce_nic *nic, uint64_t now)
+void uroce_engine_poll(struct uroce_nic *nic, uint64_t now, bool will_wait)
 {
 	(void)nic;
 	(void)now;
+	engine_poll_will_wait = will_wait;
 	engine_polls++;
 	if (engine_inject) {
 		struct ibv_wc wc = { .wr_id = 0xE, .status = IBV_WC_SUCCESS };
@@ -99,6 +101,7 @@ static int setup(void **state)
 	c->ops.req_notify_cq = uroce_req_notify_cq;
 	pthread_mutex_init(&c->mutex, NULL);
 	engine_polls = 0;
+	engine_poll_will_wait = false;
 	engine_app_left = 0;
 	engine_inject = NULL;
 	async_events = 0;
@@ -275,6 +278,40 @@ static void test_poll_args_and_inline_receive(void **state)
 	assert_int_equal(engine_polls, 0);
 	assert_int_equal(engine_app_left, 2);
 	assert_int_equal(ibv_destroy_cq(cq), 0);
+}
+
+/* A thread that armed its CQ polls once more before it sleeps: it receives
+ * inline but tells the engine it will wait (the engine keeps receiving). */
+static void test_poll_armed_will_wait(void **state)
+{
+	struct ibv_context *c = ctx_of(state);
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(c);
+	struct ibv_cq *cq;
+	struct ibv_wc wc;
+
+	assert_non_null(ch);
+	cq = ibv_create_cq(c, 4, NULL, ch, 0);
+	assert_non_null(cq);
+	assert_int_equal(ibv_poll_cq(cq, 1, &wc), 0);
+	assert_false(engine_poll_will_wait);
+	assert_int_equal(ibv_req_notify_cq(cq, 0), 0);
+	assert_int_equal(ibv_poll_cq(cq, 1, &wc), 0);
+	assert_int_equal(engine_polls, 2);
+	assert_true(engine_poll_will_wait);
+	/* the event disarms it: polling again is polling */
+	assert_true(push(cq, 1, IBV_WC_SUCCESS, false));
+	assert_int_equal(ibv_poll_cq(cq, 1, &wc), 1);
+	assert_int_equal(ibv_poll_cq(cq, 1, &wc), 0);
+	assert_false(engine_poll_will_wait);
+	{
+		struct ibv_cq *got;
+		void *got_ctx;
+
+		assert_int_equal(ibv_get_cq_event(ch, &got, &got_ctx), 0);
+		ibv_ack_cq_events(got, 1);
+	}
+	assert_int_equal(ibv_destroy_cq(cq), 0);
+	assert_int_equal(ibv_destroy_comp_channel(ch), 0);
 }
 
 static void test_notify_next(void **state)
@@ -700,6 +737,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_overflow, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_poll_args_and_inline_receive,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_poll_armed_will_wait, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_notify_next, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_notify_solicited, setup,
 						teardown),

@@ -49,6 +49,11 @@ PINGPONG_S=2		# netbase's bound on a ping-pong (see -t in netbase.c)
 MEMCPY_SIZE=$((32 << 20))	# the memcpy floor's buffer
 RATE_SIZE=64		# message rate: ib_write_bw -q 4 against UDP datagrams
 CPU_ITERS=2000		# 1 MiB messages of a CPU-per-GB run
+# event-driven RPC (bench/evrpc): outstanding requests,size; how each side
+# waits; requests per run
+EV_PATTERNS=(1,64 8,65536)
+EV_WAITS=(block epoll)
+EV_REQUESTS=20000
 # uroce's two paths between processes of one host, and their settings
 PATHS=(shm udp)
 declare -A PATH_ENV=([shm]=UROCE_SHM=1 [udp]=UROCE_SHM=0)
@@ -59,9 +64,10 @@ PORT=28700		# perftest's TCP ports: the first free ones from here, away
 [ -f "$build/CMakeCache.txt" ] ||
 	cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2 || exit 1
 # Only what the benchmarks run: the library, perftest's provider stubs, netbase.
-cmake --build "$build" -j "$(nproc)" --target ibverbs mlx5_stub efa_stub netbase >&2 ||
+cmake --build "$build" -j "$(nproc)" --target ibverbs mlx5_stub efa_stub netbase evrpc >&2 ||
 	exit 1
 netbase=$build/bench/netbase
+evrpc=$build/bench/evrpc
 # perftest links against the system libibverbs; this makes it load uroce's.
 export LD_LIBRARY_PATH="$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
@@ -176,6 +182,29 @@ netbase() {
 	fail "netbase $* (exit status $status)" "$tmp/netbase"
 }
 
+# evrpc <key> <env> <args...>: runs bench/evrpc (env: a setting, or -) and
+# adds each field of its line (median_us, p99_us, rps, cpu_us_per_req) to
+# runs[<key>:<field>], or "failed" to each.
+EV_FIELDS=(median_us p99_us rps cpu_us_per_req)
+evrpc() {
+	local key=$1 env=$2 status f v
+	shift 2
+	[ "$env" = - ] && env=UROCE_UNUSED=
+	echo "  $env evrpc $*" >&2
+	start "$tmp/evrpc" env "$env" "$evrpc" "$@"
+	wait "${pids[0]}"
+	status=$?
+	pids=()
+	[ $status -eq 0 ] || fail "evrpc $* (exit status $status)" "$tmp/evrpc"
+	for f in "${EV_FIELDS[@]}"; do
+		v=failed
+		[ $status -eq 0 ] &&
+			v=$(tr ' ' '\n' <"$tmp/evrpc" | sed -n "s/^$f=//p" | grep .) ||
+			v=failed
+		runs[$key:$f]+="$v "
+	done
+}
+
 # measure <key> <perftest|netbase> <args...>: adds one result to runs[key].
 declare -A runs
 measure() {
@@ -230,6 +259,17 @@ for ((round = 1; round <= REPEATS; round++)); do
 			# column 4 of perftest's bandwidth row: BW average
 			for p in "${PATHS[@]}"; do
 				measure $p:${verb}_bw,$s perftest $p ib_${verb}_bw $s ${BW_ITERS[$s]} 4
+			done
+		done
+	done
+	# event-driven RPC: both sides sleep until their message arrives
+	for qs in "${EV_PATTERNS[@]}"; do
+		q=${qs%,*} s=${qs#*,}
+		evrpc ev:tcp,$qs - tcp -q $q -s $s -n $EV_REQUESTS
+		for p in "${PATHS[@]}"; do
+			for w in "${EV_WAITS[@]}"; do
+				evrpc ev:$p:$w,$qs "${PATH_ENV[$p]}" verbs -q $q -s $s \
+					-n $EV_REQUESTS -c $w -S $w
 			done
 		done
 	done
@@ -326,6 +366,34 @@ for verb in write read send; do
 	echo "| ib_${verb}_bw | $(med shm:cpu:$verb) | $(med udp:cpu:$verb) | $(med cpu:stream) |"
 done
 
+echo
+echo "Event-driven RPC (bench/evrpc): one RC QP, SEND requests answered by" \
+     "SENDs, both sides asleep until their message arrives (block:" \
+     "ibv_get_cq_event; epoll: the channel's fd, non-blocking, in" \
+     "epoll_wait), against the same RPC over TCP with blocking reads" \
+     "(TCP_NODELAY).  Medians of $REPEATS runs of $EV_REQUESTS requests;" \
+     "round trip in µs from post to the answer's completion; CPU: both" \
+     "processes, every thread."
+echo
+echo "| requests | path | median µs | p99 µs | requests/s | CPU µs/request | median / TCP |"
+echo "|---|---|---:|---:|---:|---:|---:|"
+for qs in "${EV_PATTERNS[@]}"; do
+	q=${qs%,*} s=${qs#*,}
+	t=$(med ev:tcp,$qs:median_us)
+	what="$q × $s B"
+	echo "| $what | TCP | $t | $(med ev:tcp,$qs:p99_us) | $(med ev:tcp,$qs:rps) |" \
+	     "$(med ev:tcp,$qs:cpu_us_per_req) | 1 |"
+	for p in "${PATHS[@]}"; do
+		for w in "${EV_WAITS[@]}"; do
+			k=ev:$p:$w,$qs
+			name=$([ $p = shm ] && echo same-host || echo UDP)
+			echo "| $what | uroce $name, $w | $(med $k:median_us) |" \
+			     "$(med $k:p99_us) | $(med $k:rps) | $(med $k:cpu_us_per_req) |" \
+			     "$(ratio "$(med $k:median_us)" "$t") |"
+		done
+	done
+done
+
 # ---- plots -----------------------------------------------------------------
 
 PLOTS=${PLOTS:-$root/bench/plots}
@@ -343,6 +411,15 @@ if command -v gnuplot >/dev/null; then
 		     "$(med stream,$s) $(med memcpy)" \
 		     "$(med udp:write_bw,$s) $(med udp:read_bw,$s) $(med udp:send_bw,$s)"
 	done >"$tmp/bw.dat"
+	for qs in "${EV_PATTERNS[@]}"; do
+		printf '"%s" %s' "${qs%,*} × ${qs#*,} B" "$(med ev:tcp,$qs:median_us)"
+		for p in "${PATHS[@]}"; do
+			for w in "${EV_WAITS[@]}"; do
+				printf ' %s' "$(med ev:$p:$w,$qs:median_us)"
+			done
+		done
+		echo
+	done >"$tmp/ev.dat"
 	title="uroce $(git describe --always --dirty 2>/dev/null), $(date -u '+%Y-%m-%d'), $(nproc) CPUs, loopback"
 	# tics at the sizes measured: "2" 2, "4 KiB" 4096, ...
 	tics() {
@@ -388,9 +465,20 @@ if command -v gnuplot >/dev/null; then
 		     "" using 1:9 with linespoints title "ib_send_bw UDP", \
 		     "" using 1:5 with linespoints dt 2 title "TCP stream", \
 		     "" using 1:6 with lines lw 2 dt 3 lc rgb "black" title "memcpy (32 MiB)"
+		unset logscale x
+		set xtics auto
+		set xlabel "outstanding requests × size"
+		set output "$PLOTS/event.png"
+		set title "event-driven RPC round trip (µs, median, lower is better): $title"
+		set style data histograms
+		set style histogram clustered
+		set style fill solid 0.8
+		plot "$tmp/ev.dat" using 2:xtic(1) title "TCP", \
+		     "" using 3 title "same-host, block", "" using 4 title "same-host, epoll", \
+		     "" using 5 title "UDP, block", "" using 6 title "UDP, epoll"
 	EOF
 	echo
-	echo "Plots: $PLOTS/latency.png, $PLOTS/bandwidth.png"
+	echo "Plots: $PLOTS/latency.png, $PLOTS/bandwidth.png, $PLOTS/event.png"
 else
 	echo "no plots: gnuplot is not installed (apt-get install gnuplot-nox)" >&2
 fi

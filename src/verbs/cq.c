@@ -209,17 +209,27 @@ UROCE_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel,
 {
 	struct uroce_comp_channel *ch;
 	struct uroce_cq *ucq;
+	struct uroce_nic *nic;
 
 	if (!channel || !cq || !cq_context) {
 		errno = EINVAL;
 		return -1;
 	}
+	nic = to_uctx(channel->context)->nic;
 	ch = to_uch(channel);
-	/* about to sleep, most likely: the engine receives for us */
-	uroce_engine_app_left(to_uctx(channel->context)->nic, true);
+	/* about to sleep, most likely: not polling any more */
+	uroce_engine_app_left(nic, true);
 	do {
 		uint8_t token;
-		ssize_t n = read(channel->fd, &token, sizeof(token));
+		ssize_t n;
+		int fl = fcntl(channel->fd, F_GETFL);
+
+		/* a blocking read would sleep: sleep receiving instead, so
+		 * that what brings the completion wakes this thread */
+		if (fl >= 0 && !(fl & O_NONBLOCK) &&
+		    uroce_engine_wait(nic, channel->fd))
+			return -1;
+		n = read(channel->fd, &token, sizeof(token));
 
 		if (n != (ssize_t)sizeof(token)) {
 			/* EAGAIN (O_NONBLOCK and no event), EINTR, ... */

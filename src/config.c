@@ -186,7 +186,7 @@ static const char *set_faults(struct uroce_config *c, const char *v)
 
 		if (!eq)
 			return "expected key=value items (drop, dup, reorder, "
-			       "corrupt, delay, tx_drop, tx_corrupt, seed)";
+			       "corrupt, delay, tx_drop, tx_corrupt, tx_busy, seed)";
 		*eq = '\0';
 		key = trim(tok);
 		val = trim(eq + 1);
@@ -204,22 +204,24 @@ static const char *set_faults(struct uroce_config *c, const char *v)
 			ok = parse_prob(val, &f.tx_drop);
 		else if (!strcmp(key, "tx_corrupt"))
 			ok = parse_prob(val, &f.tx_corrupt);
+		else if (!strcmp(key, "tx_busy"))
+			ok = parse_prob(val, &f.tx_busy);
 		else if (!strcmp(key, "seed"))
 			ok = parse_u64(val, 0, UINT64_MAX, &f.seed);
 		else
 			return "unknown key (expected drop, dup, reorder, corrupt, "
-			       "delay, tx_drop, tx_corrupt, seed)";
+			       "delay, tx_drop, tx_corrupt, tx_busy, seed)";
 		if (!ok)
 			return "probabilities must be 0..1 and seed an unsigned integer";
 	}
 	/* each side's faults share one draw, split among them */
 	if (f.drop + f.dup + f.reorder + f.corrupt + f.delay > 1)
 		return "receive probabilities add up to more than 1";
-	if (f.tx_drop + f.tx_corrupt > 1)
+	if (f.tx_drop + f.tx_corrupt + f.tx_busy > 1)
 		return "send probabilities add up to more than 1";
 	f.rx = f.drop > 0 || f.dup > 0 || f.reorder > 0 || f.corrupt > 0 ||
 	       f.delay > 0;
-	f.tx = f.tx_drop > 0 || f.tx_corrupt > 0;
+	f.tx = f.tx_drop > 0 || f.tx_corrupt > 0 || f.tx_busy > 0;
 	f.enabled = f.rx || f.tx;
 	c->faults = f;
 	return NULL;

@@ -111,6 +111,8 @@ enum uroce_params {
 /* UROCE_FAULTS=delay: at most this many datagrams are held back at once,
  * each behind 1..UROCE_FAULT_DELAY_MAX later arrivals. */
 enum { UROCE_FAULT_DELAY_SLOTS = 8, UROCE_FAULT_DELAY_MAX = 64 };
+/* UROCE_FAULTS=tx_busy: how long the link stays busy once it is */
+#define UROCE_FAULT_BUSY_NS 60000000ull
 
 /* Where the per-host service (uroced) listens, unless UROCE_SERVICE says
  * otherwise. */

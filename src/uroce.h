@@ -38,6 +38,8 @@ struct uroce_faults_cfg {
 	double tx_drop;		/* probability a transmitted packet is lost */
 	double tx_corrupt;	/* ... leaves with a bit of its headers or ICRC
 				 * flipped */
+	double tx_busy;		/* ... finds the link busy, which then takes
+				 * nothing for UROCE_FAULT_BUSY_NS */
 	uint64_t seed;
 	bool rx, tx;		/* some receive / send side fault is set */
 	bool enabled;		/* either: also keeps the same-host path off */
@@ -227,6 +229,7 @@ struct uroce_faults {
 	/* The send side's splitmix64 state: transmitting threads advance it
 	 * with one atomic add each, so they need no lock. */
 	atomic_uint_fast64_t tx_rng;
+	atomic_uint_fast64_t tx_busy_until;	/* ns: tx_busy's spell */
 };
 
 void uroce_faults_init(struct uroce_faults *f, const struct uroce_faults_cfg *cfg);
@@ -239,7 +242,10 @@ int uroce_faults_apply(struct uroce_faults *f, struct uroce_rxpkt *pkts,
 
 /* The send side's fault for the next packet to leave.  Any thread may ask;
  * the sequence of faults is the seed's, in the order the threads draw. */
-enum uroce_tx_fault { UROCE_TX_PASS, UROCE_TX_DROP, UROCE_TX_CORRUPT };
+/* BUSY: the link takes neither this packet nor those after it, as a full
+ * socket send buffer or same-host ring would not: they are not sent. */
+enum uroce_tx_fault { UROCE_TX_PASS, UROCE_TX_DROP, UROCE_TX_CORRUPT,
+		      UROCE_TX_BUSY };
 enum uroce_tx_fault uroce_faults_tx(struct uroce_faults *f);
 /* Flips one bit of p's headers or ICRC (p's payload is the application's
  * memory), once its ICRC is in place. */
@@ -254,8 +260,9 @@ void uroce_faults_corrupt_tx(struct uroce_faults *f, struct uroce_txpkt *p);
 	X(rx_duplicate) X(rx_forwarded) X(rx_forward_failed) X(tx_errors)      \
 	X(retransmits) X(timeouts) X(loss_probes) X(rnr_naks_sent)            \
 	X(rnr_naks_rcvd) X(seq_naks_sent) X(seq_naks_rcvd) X(fault_drops)     \
-	X(fault_dups) X(fault_reorders) X(fault_corrupts) X(fault_delays) X(fault_tx_drops) \
-	X(fault_tx_corrupts) X(access_errors) X(rx_errors) X(rx_bad_qkey)        \
+	X(fault_dups) X(fault_reorders) X(fault_corrupts) X(fault_delays)      \
+	X(fault_tx_drops) X(fault_tx_busy) X(fault_tx_corrupts)               \
+	X(access_errors) X(rx_errors) X(rx_bad_qkey)                          \
 	X(rx_dropped_msgs) X(pcap_drops) X(mad_rx) X(mad_tx)                  \
 	X(mad_malformed) X(mad_forwarded) X(mad_unknown_id) X(mad_bad_state)   \
 	X(mad_duplicates) X(mad_rejected) X(mad_retransmits)                   \
@@ -686,8 +693,12 @@ struct uroce_qp {
 		uint32_t cwnd, cwnd_acked;
 		/* nic->release_gen when a WRITE last went the same-host way */
 		unsigned sh_gen;
-		uint64_t wait_until;	/* ns: RNR wait or UC/UD pacing; 0 = none */
+		uint64_t wait_until;	/* ns: RNR wait, UC/UD pacing or a busy
+					 * link; 0 = none */
 		uint64_t pace_ns;	/* UC/UD: when the link is free again */
+		/* the link took only part of the last batch: what went asks
+		 * for no ACK until the rest goes (transport/requester.c) */
+		bool link_busy;
 	} req;
 	struct {
 		uint32_t psn;		/* oldest unacknowledged PSN */

@@ -215,6 +215,17 @@ enum uroce_tx_fault uroce_faults_tx(struct uroce_faults *f)
 		STAT_INC(nic, fault_tx_corrupts);
 		return UROCE_TX_CORRUPT;
 	}
+	if (f->cfg.tx_busy > 0) {
+		uint64_t now = uroce_now_ns();
+
+		if (now < atomic_load(&f->tx_busy_until))
+			return UROCE_TX_BUSY;
+		if (u - f->cfg.tx_drop - f->cfg.tx_corrupt < f->cfg.tx_busy) {
+			STAT_INC(nic, fault_tx_busy);
+			atomic_store(&f->tx_busy_until, now + UROCE_FAULT_BUSY_NS);
+			return UROCE_TX_BUSY;
+		}
+	}
 	return UROCE_TX_PASS;
 }
 

@@ -12,6 +12,10 @@
 #include "samehost/segment.h"
 #include "transport/transport.h"
 
+/* How often a producer that finds a ring full looks whether its reader
+ * is still alive. */
+#define SH_FULL_PROBE_NS 1000000ull
+
 static uint64_t align_up(uint64_t v)
 {
 	return (v + SH_RING_ALIGN - 1) & ~(uint64_t)(SH_RING_ALIGN - 1);
@@ -81,6 +85,19 @@ int uroce_sh_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n)
 	}
 	atomic_store_explicit(&ring->head, head, memory_order_release);
 	pthread_mutex_unlock(&peer->ring_lock);
+	if (i < n) {
+		/* A full ring whose reader is gone never drains, and its QPs
+		 * would wait for it for ever: their packets go on the wire
+		 * instead, where the peer's silence ends them as between
+		 * hosts.  Looked at once a millisecond at most. */
+		uint64_t t = uroce_now_ns();
+
+		if (t - atomic_load(&peer->full_probe_ns) >= SH_FULL_PROBE_NS) {
+			atomic_store(&peer->full_probe_ns, t);
+			if (!i && uroce_sh_peer_gone(peer))
+				return -1;
+		}
+	}
 	if (!i)
 		return 0;
 	atomic_fetch_add_explicit(&qp->nic->stats.tx_packets, i,

@@ -386,6 +386,11 @@ static bool owner_gone(int err)
 	return err == ESRCH || err == EFAULT;
 }
 
+bool uroce_sh_peer_gone(const struct uroce_sh_peer *peer)
+{
+	return owner_gone(peer_probe(peer->seg));
+}
+
 /*
  * A peer killed without closing (SIGKILL, a crash) left its segment's name;
  * the first of its peers to notice removes it (when it maps that slot again

@@ -137,6 +137,9 @@ struct uroce_sh_peer {
 	pid_t pid;
 	unsigned slot;
 	ino_t ino;	/* its file: the name may be a new owner's later */
+	/* when a producer last found our ring full and looked whether the
+	 * peer is alive (uroce_sh_xmit) */
+	atomic_uint_fast64_t full_probe_ns;
 	/* a copy found the process gone or the kernel refusing: no more
 	 * copies (its ring, plain shared memory, still carries packets) */
 	atomic_bool dead;
@@ -157,6 +160,9 @@ static inline bool uroce_sh_peer_wire_only(const struct uroce_qp *qp)
 	       atomic_load_explicit(&qp->sh_peer->seg->wire_only,
 				    memory_order_relaxed);
 }
+
+/* Whether the peer's process is gone (segment.c). */
+bool uroce_sh_peer_gone(const struct uroce_sh_peer *peer);
 
 enum { SH_RECV_RINGS = 64 };	/* rings one receive call reads at most */
 

@@ -469,6 +469,16 @@ void uroce_comp_timer(struct uroce_qp *qp, uint64_t now)
 	qp->comp.deadline = 0;
 	if (qp->comp.psn == qp->req.max_psn)
 		return;
+	/* Waiting for a busy link (a full socket or same-host ring), the QP
+	 * has not asked for the ACK of what it sent last (the packet that
+	 * asks did not go): it will when the link takes it.  A NIC's timer
+	 * runs from the packet that asks. */
+	if (qp->req.link_busy) {
+		uint64_t t = uroce_ack_timeout_ns(qp->attr.timeout);
+
+		qp->comp.deadline = t ? now + t : 0;
+		return;
+	}
 	STAT_INC(qp->nic, timeouts);
 	if (qp->comp.retry_left == 0) {
 		comp_fail(qp, IBV_WC_RETRY_EXC_ERR);

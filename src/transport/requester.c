@@ -248,11 +248,16 @@ enum { TX_BACKOFF_NS = 100000 };
 /* Returns false if the network took only part of the batch: like a NIC
  * whose link is busy, the QP then waits and resends from the first packet
  * that did not go, rather than lose it and wait for the ACK timeout (with
- * many QPs sharing a socket that loss would feed on itself). */
+ * many QPs sharing a socket that loss would feed on itself).  What did not
+ * go was not sent: the ACK timer and the highest PSN sent (max_psn, which
+ * building advanced, from *max0 before this batch) do not count it, so a
+ * QP held back by a busy link (1,000 QPs filling one same-host ring) never
+ * times out for it. */
 static bool flush_batch(struct uroce_qp *qp, struct uroce_txpkt *pkts,
-			unsigned *n, unsigned *acks)
+			unsigned *n, unsigned *acks, uint32_t *max0)
 {
 	unsigned want = *n, skip = *acks;
+	uint32_t first_unsent;
 	int sent;
 
 	*n = 0;
@@ -271,13 +276,27 @@ static bool flush_batch(struct uroce_qp *qp, struct uroce_txpkt *pkts,
 		qp->req.since_ackreq = 0;
 	}
 	sent = uroce_xmit(qp, pkts, want);
-	if (want > skip)
+	if (sent > (int)skip)
 		arm_timer(qp);
 	/* an ACK the network did not take is lost as any ACK may be: the
 	 * next one covers it */
-	if (sent >= (int)want || want == skip)
+	if (sent >= (int)want || want == skip) {
+		*max0 = qp->req.max_psn;
+		qp->req.link_busy = false;
 		return true;
-	uroce_req_seek(qp, bth_psn(pkts[sent > (int)skip ? (unsigned)sent : skip].hdr));
+	}
+	qp->req.link_busy = true;
+	first_unsent = bth_psn(pkts[sent > (int)skip ? (unsigned)sent : skip].hdr);
+	if (psn_diff(qp->req.max_psn, first_unsent) > 0) {
+		qp->req.max_psn = psn_diff(first_unsent, *max0) > 0 ? first_unsent
+								   : *max0;
+		/* the packet being timed may be one that did not go */
+		if (qp->comp.rtt_sent_ns &&
+		    psn_diff(qp->comp.rtt_psn, qp->req.max_psn) >= 0)
+			qp->comp.rtt_sent_ns = 0;
+	}
+	*max0 = qp->req.max_psn;
+	uroce_req_seek(qp, first_unsent);
 	qp->req.wait_until = uroce_now_ns() + TX_BACKOFF_NS;
 	uroce_nic_kick(qp->nic, qp->req.wait_until);
 	return false;
@@ -383,7 +402,7 @@ void uroce_req_progress(struct uroce_qp *qp)
 	struct uroce_txpkt pkts[REQ_TX_BATCH];
 	enum ibv_qp_state state = atomic_load(&qp->state);
 	unsigned n = 0, acks = 0;
-	uint32_t window;
+	uint32_t window, max0 = qp->req.max_psn;
 
 	if ((state != IBV_QPS_RTS && state != IBV_QPS_SQD) || qp->req.wait_until)
 		return;
@@ -431,7 +450,8 @@ void uroce_req_progress(struct uroce_qp *qp)
 			 * reaches the peer before what we do in its memory */
 			if (qp->sh_peer && qp->sq_next == qp->sq_tail &&
 			    qp->req.psn == qp->comp.psn) {
-				if (acks && !flush_batch(qp, pkts, &n, &acks))
+				if (acks &&
+				    !flush_batch(qp, pkts, &n, &acks, &max0))
 					return;
 				if (uroce_sh_execute(qp, wqe))
 					continue;
@@ -482,10 +502,11 @@ void uroce_req_progress(struct uroce_qp *qp)
 			qp->req.offset = 0;
 			qp->sq_next = (qp->sq_next + 1) % qp->sq_size;
 		}
-		if (n == REQ_TX_BATCH && !flush_batch(qp, pkts, &n, &acks))
+		if (n == REQ_TX_BATCH &&
+		    !flush_batch(qp, pkts, &n, &acks, &max0))
 			return;
 	}
-	flush_batch(qp, pkts, &n, &acks);
+	flush_batch(qp, pkts, &n, &acks, &max0);
 }
 
 /*

@@ -109,6 +109,7 @@ static int send_pkts(struct uroce_qp *qp, struct uroce_txpkt *pkts,
  * UROCE_FAULTS's send side.  A lost packet counts as sent, as one the
  * network lost would; the packets between losses leave as they would have,
  * and a corrupted one alone, its ICRC computed before the bit is flipped.
+ * A busy link takes nothing from its packet on, as a full socket would not.
  * The faults are drawn again for a packet the socket did not take.
  */
 static int xmit_with_faults(struct uroce_qp *qp, struct uroce_txpkt *pkts,
@@ -131,6 +132,8 @@ static int xmit_with_faults(struct uroce_qp *qp, struct uroce_txpkt *pkts,
 				return r > 0 || start ? (int)start + (r > 0 ? r : 0)
 						      : r;
 		}
+		if (fault == UROCE_TX_BUSY)
+			return (int)i;
 		start = i + 1;
 		if (fault == UROCE_TX_CORRUPT) {
 			put_icrcs(qp, &pkts[i], 1);

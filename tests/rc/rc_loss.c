@@ -5,6 +5,12 @@
  *   drop              drop=0.02,seed=7
  *   drop_dup_reorder  drop=0.02,dup=0.01,reorder=0.01,seed=7
  *   probe             drop=0.02,seed=7 with an ACK timeout of 17 s
+ *   busy              the requester's link is busy now and then
+ *                     (tx_busy=0.0005,seed=7: 60 ms in which it takes no
+ *                     packet, as a full socket or same-host ring), with an
+ *                     ACK timeout of 16.8 ms and retry_cnt 2: what a busy
+ *                     link held back was not sent, and its QP waits for
+ *                     the link, not for ACKs; nothing times out
  * Four rounds, each with 8 x 1 MiB RDMA WRITEs, 8 x 1 MiB SENDs and
  * 2 x 1 MiB RDMA READs in flight at once: 64 MiB written or sent and 8 MiB
  * read.  Every WR completes successfully and in order, every receive gets
@@ -36,6 +42,7 @@ enum {
 };
 
 static int ack_timeout = ACK_TIMEOUT;
+static const char *requester_faults;	/* busy: the requester's alone */
 
 static uint64_t seed(int round, int kind, int i)
 {
@@ -149,6 +156,12 @@ static void run(struct h_proc *p)
 	int sock = p->sock[0];
 
 	H_CHECK(scratch);
+	if (requester_faults) {
+		if (p->role == 0 && setenv("UROCE_FAULTS", requester_faults, 1))
+			h_fail("setenv UROCE_FAULTS");
+		h_open(p);
+		c.retry_cnt = 2;
+	}
 	c.timeout = ack_timeout;
 	h_ep_create(p, &ep, &c);
 	h_buf_alloc(p, &b, (size_t)SLOTS * MSG,
@@ -182,8 +195,12 @@ int main(int argc, char **argv)
 		t.name = "rc.loss.probe";
 		t.faults = "drop=0.02,seed=7";
 		ack_timeout = PROBE_ACK_TIMEOUT;
+	} else if (argc > 1 && !strcmp(argv[1], "busy")) {
+		t.name = "rc.loss.busy";
+		requester_faults = "tx_busy=0.0005,seed=7";
+		t.opens_late[0] = t.opens_late[1] = true;
 	} else {
-		fprintf(stderr, "usage: %s drop|drop_dup_reorder|probe\n",
+		fprintf(stderr, "usage: %s drop|drop_dup_reorder|probe|busy\n",
 			argv[0]);
 		return 2;
 	}

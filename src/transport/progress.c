@@ -377,7 +377,7 @@ void uroce_engine_flush_acks(struct uroce_nic *nic)
  * and for ENGINE_DEFER_NS after, so that a thread back asleep within that
  * time finds them its own again.  Timers stay the engine's.
  */
-int uroce_engine_wait(struct uroce_nic *nic, int fd)
+int uroce_engine_wait(struct uroce_nic *nic, int fd, const bool *done)
 {
 	struct pollfd pfd[8];
 	int fds[6], nfds, err = 0;
@@ -411,6 +411,8 @@ int uroce_engine_wait(struct uroce_nic *nic, int fd)
 		uroce_cq_release_wakes();
 		engine_leave(nic);
 		pthread_mutex_unlock(&nic->rx_lock);
+		if (*done)
+			break;
 	}
 	atomic_store(&nic->sleeper_left_ns, uroce_now_ns());
 	atomic_store(&nic->sleeper, false);

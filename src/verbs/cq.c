@@ -84,10 +84,21 @@ void uroce_cq_release_wakes(void)
 	held_wakes.n = 0;
 }
 
+/* The channel this thread sleeps on in ibv_get_cq_event while it receives
+ * for the process (uroce_engine_wait): an event it raises there itself
+ * needs no token in the pipe (a write, a poll and a read), only this flag,
+ * and the thread takes the event at once. */
+static __thread struct uroce_comp_channel *waiting_on;
+static __thread bool waiting_raised;
+
 /* Wakes the channel's reader, now or when the thread releases its held
  * wake-ups. */
 static void channel_wake_or_hold(struct uroce_comp_channel *ch)
 {
+	if (ch == waiting_on) {
+		waiting_raised = true;
+		return;
+	}
 	if (held_wakes.holding) {
 		for (unsigned i = 0; i < held_wakes.n; i++)
 			if (held_wakes.ch[i] == ch)
@@ -226,17 +237,27 @@ UROCE_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel,
 
 		/* a blocking read would sleep: sleep receiving instead, so
 		 * that what brings the completion wakes this thread */
-		if (fl >= 0 && !(fl & O_NONBLOCK) &&
-		    uroce_engine_wait(nic, channel->fd))
-			return -1;
-		n = read(channel->fd, &token, sizeof(token));
+		if (fl >= 0 && !(fl & O_NONBLOCK)) {
+			int err;
 
-		if (n != (ssize_t)sizeof(token)) {
-			/* EAGAIN (O_NONBLOCK and no event), EINTR, ... */
-			if (n >= 0)
-				errno = EIO;
-			return -1;
+			waiting_on = ch;
+			waiting_raised = false;
+			err = uroce_engine_wait(nic, channel->fd,
+						&waiting_raised);
+			waiting_on = NULL;
+			if (err)
+				return -1;
 		}
+		if (!waiting_raised) {
+			n = read(channel->fd, &token, sizeof(token));
+			if (n != (ssize_t)sizeof(token)) {
+				/* EAGAIN (O_NONBLOCK and no event), EINTR */
+				if (n >= 0)
+					errno = EIO;
+				return -1;
+			}
+		}
+		waiting_raised = false;
 		pthread_mutex_lock(&ch->lock);
 		ucq = ch->ev_head;
 		if (ucq) {

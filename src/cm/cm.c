@@ -283,6 +283,14 @@ static int claim(struct uroce_cm *cm, uint64_t sid)
 	return cm->nic->net->sid_claim(cm->nic, sid);
 }
 
+/* The id holds sid from now on; cm->lock held. */
+static void hold_sid(struct uroce_cm_id *id, uint64_t sid)
+{
+	id->bound = true;
+	id->bound_sid = sid;
+	id->service_id = sid;
+}
+
 UROCE_EXPORT int uroce_cm_bind_shared(struct uroce_cm_id *id, uint64_t sid)
 {
 	struct uroce_cm *cm = id->cm;
@@ -293,11 +301,8 @@ UROCE_EXPORT int uroce_cm_bind_shared(struct uroce_cm_id *id, uint64_t sid)
 		err = -EINVAL;
 	else if (!cm_sid_taken(cm, sid))
 		err = cm->nic->net->sid_claim(cm->nic, sid);
-	if (!err) {
-		id->bound = true;
-		id->bound_sid = sid;
-		id->service_id = sid;
-	}
+	if (!err)
+		hold_sid(id, sid);
 	pthread_mutex_unlock(&cm->lock);
 	return err;
 }
@@ -327,9 +332,7 @@ UROCE_EXPORT int uroce_cm_bind(struct uroce_cm_id *id, uint64_t *service_id,
 		}
 	}
 	if (!err) {
-		id->bound = true;
-		id->bound_sid = sid;
-		id->service_id = sid;
+		hold_sid(id, sid);
 		*service_id = sid;
 	}
 	pthread_mutex_unlock(&cm->lock);

@@ -262,8 +262,14 @@ static bool flush_batch(struct uroce_qp *qp, struct uroce_txpkt *pkts,
 
 	*n = 0;
 	*acks = 0;
-	if (!want)
+	/* nothing to send (the window is full, or the queue empty): the QP
+	 * waits for ACKs, not for the link, and its timer runs (the packet
+	 * that asked may be one a busy link did not take; the probe or the
+	 * timeout then asks again) */
+	if (!want) {
+		qp->req.link_busy = false;
 		return true;
+	}
 	/* Every batch ends asking for an ACK: the requester stops building
 	 * where the window is full, so this is the packet that fills it, and
 	 * the packets in flight always include one that asks however the

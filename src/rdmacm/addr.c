@@ -485,7 +485,6 @@ static void get_ip(const uint8_t *p, int ipver, uint16_t port,
 	}
 }
 
-
 /* Does the listener take a request with this header?  What the kernel's
  * rdma_cm refuses is answered with REJ consumer defined. */
 static bool hdr_fits(const struct cma_id *listener, const uint8_t *hdr,

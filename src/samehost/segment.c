@@ -393,19 +393,18 @@ bool uroce_sh_peer_gone(const struct uroce_sh_peer *peer)
 
 /*
  * A peer killed without closing (SIGKILL, a crash) left its segment's name;
- * the first of its peers to notice removes it (when it maps that slot again
- * or closes its device, even at exit), so that nothing of it outlives them.
- * Only the file we mapped: a new owner of the slot makes a new one.
+ * the first of its peers to notice it gone removes it (when it maps that
+ * slot again or closes its device, even at exit), so that nothing of it
+ * outlives them.  Only the file we mapped: a new owner of the slot makes a
+ * new one.
  */
-static void unlink_if_gone(struct uroce_nic *nic, struct uroce_sh *sh,
-			   struct uroce_sh_peer *p)
+static void unlink_gone(struct uroce_nic *nic, struct uroce_sh *sh,
+			struct uroce_sh_peer *p)
 {
 	struct stat st;
 	char name[80];
 	int fd;
 
-	if (!owner_gone(owner_probe(p->pid, p->seg->self, p->seg->nonce)))
-		return;
 	seg_name(name, sizeof(name), sh->netns, nic->cfg->udp_port, p->slot);
 	fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
 	if (fd < 0)
@@ -419,7 +418,8 @@ static void unlink_if_gone(struct uroce_nic *nic, struct uroce_sh *sh,
 static void forget_gone_peers(struct uroce_nic *nic, struct uroce_sh *sh)
 {
 	for (struct uroce_sh_peer *p = sh->all; p; p = p->next)
-		unlink_if_gone(nic, sh, p);
+		if (uroce_sh_peer_gone(p))
+			unlink_gone(nic, sh, p);
 }
 
 _Static_assert(offsetof(struct sh_seg, pid) == 3 * sizeof(uint64_t),
@@ -638,8 +638,8 @@ void uroce_sh_attach(struct uroce_qp *qp)
 	/* mapped again only once its owner is gone: a live owner's ring
 	 * must have one producer here, and so one peer struct */
 	peer = sh->by_slot[slot];
-	if (peer && owner_gone(peer_probe(peer->seg))) {
-		unlink_if_gone(nic, sh, peer);
+	if (peer && uroce_sh_peer_gone(peer)) {
+		unlink_gone(nic, sh, peer);
 		peer = NULL;
 	}
 	if (!peer)

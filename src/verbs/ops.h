@@ -48,10 +48,10 @@ struct uroce_cq *uroce_cq_create(struct ibv_context *context, int cqe,
 				 void *cq_context,
 				 struct ibv_comp_channel *channel,
 				 int comp_vector);
-/* Up to n completions out of the ring (see verbs/cq.c), with their
- * timestamps into ts if it is not NULL (and the CQ keeps them). */
 /* Whether the CQ is armed for an event: its poller means to sleep. */
 bool uroce_cq_armed(struct uroce_cq *cq);
+/* Up to n completions out of the ring (see verbs/cq.c), with their
+ * timestamps into ts if it is not NULL (and the CQ keeps them). */
 int uroce_cq_take(struct uroce_cq *cq, int n, struct ibv_wc *wc,
 		  struct uroce_cq_ts *ts);
 /* Keep a timestamp with every completion from now on (extended CQs that

@@ -26,6 +26,8 @@ static void nic_free(struct uroce_nic *nic)
 		close(nic->wake_fd);
 	if (nic->leave_fd >= 0)
 		close(nic->leave_fd);
+	if (nic->doorbell_fd >= 0)
+		close(nic->doorbell_fd);
 	free(nic->mrs);
 	pthread_rwlock_destroy(&nic->mr_lock);
 	pthread_mutex_destroy(&nic->gsi.lock);
@@ -49,6 +51,7 @@ static struct uroce_nic *nic_create(void)
 	pthread_rwlock_init(&nic->mr_lock, NULL);
 	nic->wake_fd = -1;
 	nic->leave_fd = -1;
+	nic->doorbell_fd = -1;
 	nic->ctl_fd = nic->ctl_wake = -1;
 	nic->cfg = uroce_config();
 	nic->net = &uroce_net_udp;
@@ -61,8 +64,9 @@ static struct uroce_nic *nic_create(void)
 	nic->held = calloc(UROCE_MAX_QP, sizeof(*nic->held));
 	nic->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	nic->leave_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	nic->doorbell_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (!nic->mrs || !nic->held || nic->wake_fd < 0 ||
-	    nic->leave_fd < 0) {
+	    nic->leave_fd < 0 || nic->doorbell_fd < 0) {
 		err = errno ? errno : ENOMEM;
 		goto fail;
 	}

@@ -333,6 +333,13 @@ struct uroce_nic {
 	pthread_t engine;
 	int wake_fd;			/* eventfd: timers re-armed earlier */
 	int leave_fd;			/* eventfd: the poller left, receive */
+	int doorbell_fd;		/* eventfd: same-host peers sent */
+	/* An application thread asleep in ibv_get_cq_event that receives
+	 * for the process meanwhile (one at a time), and when the last one
+	 * woke: the engine stays off the sockets (uroce_engine_wait). */
+	atomic_bool sleeper;
+	atomic_uint_fast64_t sleeper_left_ns;
+	atomic_bool engine_sleeper_wait;	/* asleep with no deadline */
 	atomic_bool stop;
 	atomic_uint_fast64_t engine_sleep_until;	/* ns, CLOCK_MONOTONIC */
 	/* ns of the last time an application thread polled an empty CQ and

@@ -273,7 +273,7 @@ static struct sh_seg *seg_create(struct uroce_nic *nic, struct uroce_sh *sh)
 	seg->self = (uintptr_t)seg;
 	seg->pid = getpid();
 	seg->slot = nic->slot;
-	seg->wake_fd = nic->wake_fd;
+	seg->wake_fd = nic->doorbell_fd;
 	sh->fd = fd;
 	atomic_store_explicit((_Atomic uint64_t *)&seg->magic, SH_MAGIC,
 			      memory_order_release);

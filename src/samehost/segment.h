@@ -103,7 +103,7 @@ struct sh_seg {
 	uint64_t self;		/* where this header is in the owner */
 	int32_t pid;
 	uint32_t slot;
-	int32_t wake_fd;	/* the engine's doorbell (pidfd_getfd) */
+	int32_t wake_fd;	/* the process's doorbell (pidfd_getfd) */
 	/* capturing or injecting faults: peers must use the wire */
 	_Atomic uint32_t wire_only;
 	/* ns of the application's last receiving poll, 0 once it left:

@@ -157,7 +157,7 @@ static bool eventfd_take(struct pollfd *pfd)
 static void *engine_main(void *arg)
 {
 	struct uroce_nic *nic = arg;
-	struct pollfd pfd[8];
+	struct pollfd pfd[10];
 	int nfds, fds[6];
 	uint64_t next = UINT64_MAX, last_pass = uroce_now_ns();
 	uint64_t last_busy = 0;
@@ -167,23 +167,33 @@ static void *engine_main(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 
-	/* the sockets, then the two eventfds, which alone are watched while
-	 * deferring */
+	/* what brings packets (the sockets, the same-host doorbell), then
+	 * the two eventfds, which alone are watched while deferring */
 	nfds = nic->net->rx_fds(nic, fds, ARRAY_SIZE(fds));
 	for (int i = 0; i < nfds; i++)
 		pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
+	pfd[nfds++] = (struct pollfd){ .fd = nic->doorbell_fd, .events = POLLIN };
 	pfd[nfds] = (struct pollfd){ .fd = nic->wake_fd, .events = POLLIN };
 	pfd[nfds + 1] = (struct pollfd){ .fd = nic->leave_fd, .events = POLLIN };
 
 	while (!atomic_load(&nic->stop)) {
 		uint64_t now = uroce_now_ns(), sleep_until = next;
 		uint64_t app = atomic_load(&nic->app_poll_ns);
-		bool defer = now - app < ENGINE_DEFER_NS;
+		uint64_t woke = atomic_load(&nic->sleeper_left_ns);
+		bool sleeper = atomic_load(&nic->sleeper);
+		bool defer = now - app < ENGINE_DEFER_NS || sleeper ||
+			     now - woke < ENGINE_DEFER_NS;
 		bool kicked, left, app_receives, data = false;
 		struct timespec ts, *tsp = NULL;
 
-		if (defer && sleep_until > app + ENGINE_DEFER_NS)
+		if (now - app < ENGINE_DEFER_NS &&
+		    sleep_until > app + ENGINE_DEFER_NS)
 			sleep_until = app + ENGINE_DEFER_NS;
+		/* a thread that slept receiving comes back within the
+		 * deferral, most likely: the sockets stay its own */
+		if (!sleeper && now - woke < ENGINE_DEFER_NS &&
+		    sleep_until > woke + ENGINE_DEFER_NS)
+			sleep_until = woke + ENGINE_DEFER_NS;
 		if (now - last_busy < ENGINE_TICK_LINGER_NS &&
 		    sleep_until > last_pass + ENGINE_TIMER_TICK_NS)
 			sleep_until = last_pass + ENGINE_TIMER_TICK_NS;
@@ -223,13 +233,21 @@ static void *engine_main(void *arg)
 		 * us deferring and kicks. */
 		if (defer) {
 			atomic_store(&nic->engine_deferring, true);
-			if (atomic_load(&nic->app_poll_ns))
+			atomic_store(&nic->engine_sleeper_wait, sleeper);
+			/* unless the one we defer to has left meanwhile (a
+			 * sleeper waking after this sees us, and kicks if we
+			 * would sleep too long: uroce_engine_wait) */
+			if (!(now - app < ENGINE_DEFER_NS &&
+			      !atomic_load(&nic->app_poll_ns)) &&
+			    !(sleeper && !atomic_load(&nic->sleeper)))
 				ppoll(&pfd[nfds], 2, tsp, NULL);
+			atomic_store(&nic->engine_sleeper_wait, false);
 			atomic_store(&nic->engine_deferring, false);
 		} else {
 			ppoll(pfd, nfds + 2, tsp, NULL);
 			for (int i = 0; i < nfds; i++)
 				data |= pfd[i].revents != 0;
+			eventfd_take(&pfd[nfds - 1]);
 		}
 		atomic_store(&nic->engine_awake, true);
 		kicked = eventfd_take(&pfd[nfds]);
@@ -243,7 +261,8 @@ static void *engine_main(void *arg)
 		 * never. */
 		now = uroce_now_ns();
 		app_receives = now - atomic_load(&nic->app_poll_ns) <
-			       ENGINE_DEFER_NS;
+				       ENGINE_DEFER_NS ||
+			       atomic_load(&nic->sleeper);
 		if (!kicked && now < sleep_until &&
 		    (app_receives || ((left || nic->cfg->spin) && !data)))
 			continue;
@@ -272,7 +291,8 @@ static void *engine_main(void *arg)
 		 * socket must not look lost */
 		now = uroce_now_ns();
 		uroce_cq_hold_wakes();
-		if (now - atomic_load(&nic->app_poll_ns) >= ENGINE_DEFER_NS ||
+		if ((now - atomic_load(&nic->app_poll_ns) >= ENGINE_DEFER_NS &&
+		     !atomic_load(&nic->sleeper)) ||
 		    now >= next)
 			engine_receive(nic);
 		uroce_flush_acks(nic);
@@ -346,6 +366,72 @@ void uroce_engine_flush_acks(struct uroce_nic *nic)
 	 * rx_lock here costs an event-driven round trip as much again */
 	if (atomic_load_explicit(&nic->acks_waiting, memory_order_relaxed))
 		uroce_engine_call(nic, flush_acks_call, NULL);
+}
+
+/*
+ * A thread about to sleep in ibv_get_cq_event receives for the process
+ * while it sleeps: the datagram or same-host doorbell that brings its
+ * completion wakes it, not the engine, which would then have to wake it in
+ * turn (two wake-ups per message, the dearer half of an event-driven round
+ * trip).  One thread at a time; the engine stays off the sockets meanwhile
+ * and for ENGINE_DEFER_NS after, so that a thread back asleep within that
+ * time finds them its own again.  Timers stay the engine's.
+ */
+int uroce_engine_wait(struct uroce_nic *nic, int fd, const bool *done)
+{
+	struct pollfd pfd[8];
+	int fds[6], nfds, err = 0;
+
+	if (atomic_exchange(&nic->sleeper, true)) {
+		/* another thread receives: sleep as the channel's reader */
+		struct pollfd one = { .fd = fd, .events = POLLIN };
+
+		return poll(&one, 1, -1) < 0 ? -1 : 0;
+	}
+	nfds = nic->net->rx_fds(nic, fds, ARRAY_SIZE(fds));
+	for (int i = 0; i < nfds; i++)
+		pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
+	pfd[nfds++] = (struct pollfd){ .fd = nic->doorbell_fd, .events = POLLIN };
+	pfd[nfds] = (struct pollfd){ .fd = fd, .events = POLLIN };
+	for (;;) {
+		if (ppoll(pfd, nfds + 1, NULL, NULL) < 0) {
+			err = errno;	/* EINTR: a signal, as a read's */
+			break;
+		}
+		if (pfd[nfds].revents)
+			break;
+		eventfd_take(&pfd[nfds - 1]);
+		atomic_fetch_add(&nic->rx_callers, 1);
+		pthread_mutex_lock(&nic->rx_lock);
+		atomic_fetch_sub(&nic->rx_callers, 1);
+		engine_enter(nic);
+		uroce_cq_hold_wakes();
+		engine_receive(nic);
+		uroce_flush_acks(nic);
+		uroce_cq_release_wakes();
+		engine_leave(nic);
+		pthread_mutex_unlock(&nic->rx_lock);
+		if (*done)
+			break;
+	}
+	atomic_store(&nic->sleeper_left_ns, uroce_now_ns());
+	atomic_store(&nic->sleeper, false);
+	/* an engine asleep with no deadline soon enough would leave the
+	 * sockets to nobody if this thread does not come back */
+	if (atomic_load(&nic->engine_sleeper_wait) &&
+	    atomic_load(&nic->engine_sleep_until) >
+		    uroce_now_ns() + ENGINE_TIMER_TICK_NS) {
+		uint64_t one = 1;
+
+		if (write(nic->leave_fd, &one, sizeof(one)) < 0) {
+			/* saturated eventfd: a wake-up is pending anyway */
+		}
+	}
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return 0;
 }
 
 void uroce_engine_app_left(struct uroce_nic *nic, bool will_wait)

@@ -175,6 +175,10 @@ void uroce_engine_poll(struct uroce_nic *nic, uint64_t now, bool will_wait);
  * nic->live_qps stay allocated until it returns (uroce_nic_quiesce). */
 void uroce_engine_call(struct uroce_nic *nic,
 		       void (*fn)(struct uroce_nic *nic, void *arg), void *arg);
+/* Sleeps until fd (a blocking completion channel's) is readable or a
+ * receive pass of this thread's sets *done, receiving for the process
+ * meanwhile; -1 with errno EINTR on a signal. */
+int uroce_engine_wait(struct uroce_nic *nic, int fd, const bool *done);
 /* An application thread stops receiving for now: its poll returned
  * completions, or (will_wait) it armed a CQ to wait for an event. */
 void uroce_engine_app_left(struct uroce_nic *nic, bool will_wait);

@@ -84,10 +84,21 @@ void uroce_cq_release_wakes(void)
 	held_wakes.n = 0;
 }
 
+/* The channel this thread sleeps on in ibv_get_cq_event while it receives
+ * for the process (uroce_engine_wait): an event it raises there itself
+ * needs no token in the pipe (a write, a poll and a read), only this flag,
+ * and the thread takes the event at once. */
+static __thread struct uroce_comp_channel *waiting_on;
+static __thread bool waiting_raised;
+
 /* Wakes the channel's reader, now or when the thread releases its held
  * wake-ups. */
 static void channel_wake_or_hold(struct uroce_comp_channel *ch)
 {
+	if (ch == waiting_on) {
+		waiting_raised = true;
+		return;
+	}
 	if (held_wakes.holding) {
 		for (unsigned i = 0; i < held_wakes.n; i++)
 			if (held_wakes.ch[i] == ch)
@@ -209,24 +220,44 @@ UROCE_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel,
 {
 	struct uroce_comp_channel *ch;
 	struct uroce_cq *ucq;
+	struct uroce_nic *nic;
 
 	if (!channel || !cq || !cq_context) {
 		errno = EINVAL;
 		return -1;
 	}
+	nic = to_uctx(channel->context)->nic;
 	ch = to_uch(channel);
-	/* about to sleep, most likely: the engine receives for us */
-	uroce_engine_app_left(to_uctx(channel->context)->nic, true);
+	/* about to sleep, most likely: not polling any more */
+	uroce_engine_app_left(nic, true);
 	do {
 		uint8_t token;
-		ssize_t n = read(channel->fd, &token, sizeof(token));
+		ssize_t n;
+		int fl = fcntl(channel->fd, F_GETFL);
 
-		if (n != (ssize_t)sizeof(token)) {
-			/* EAGAIN (O_NONBLOCK and no event), EINTR, ... */
-			if (n >= 0)
-				errno = EIO;
-			return -1;
+		/* a blocking read would sleep: sleep receiving instead, so
+		 * that what brings the completion wakes this thread */
+		if (fl >= 0 && !(fl & O_NONBLOCK)) {
+			int err;
+
+			waiting_on = ch;
+			waiting_raised = false;
+			err = uroce_engine_wait(nic, channel->fd,
+						&waiting_raised);
+			waiting_on = NULL;
+			if (err)
+				return -1;
 		}
+		if (!waiting_raised) {
+			n = read(channel->fd, &token, sizeof(token));
+			if (n != (ssize_t)sizeof(token)) {
+				/* EAGAIN (O_NONBLOCK and no event), EINTR */
+				if (n >= 0)
+					errno = EIO;
+				return -1;
+			}
+		}
+		waiting_raised = false;
 		pthread_mutex_lock(&ch->lock);
 		ucq = ch->ev_head;
 		if (ucq) {

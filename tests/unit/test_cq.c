@@ -61,6 +61,15 @@ void uroce_engine_app_left(struct uroce_nic *nic, bool will_wait)
 	engine_app_left++;
 }
 
+int uroce_engine_wait(struct uroce_nic *nic, int fd, const bool *done)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	(void)nic;
+	(void)done;
+	return poll(&p, 1, -1) < 0 ? -1 : 0;
+}
+
 void uroce_engine_flush_acks(struct uroce_nic *nic)
 {
 	(void)nic;

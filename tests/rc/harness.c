@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -296,6 +297,47 @@ void h_close(struct h_proc *p)
 		return;
 	H_OK(ibv_dealloc_pd(p->pd));
 	H_OK(ibv_close_device(p->ctx));
+}
+
+bool h_over_udp(void)
+{
+	const char *shm = getenv("UROCE_SHM");
+
+	return shm && !strcmp(shm, "0");
+}
+
+void h_close_counting(struct h_proc *p, const char *const *names,
+		      uint64_t *vals, size_t n)
+{
+	int fd = memfd_create("uroce-counters", MFD_CLOEXEC);
+	int saved = dup(STDERR_FILENO);
+	FILE *log;
+	char line[512];
+
+	if (fd < 0 || saved < 0 || fflush(stderr) ||
+	    dup2(fd, STDERR_FILENO) < 0)
+		h_fail("capturing stderr: %s", strerror(errno));
+	h_close(p);
+	p->ctx = NULL;
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	memset(vals, 0, n * sizeof(*vals));
+	log = fdopen(fd, "r");
+	H_CHECK(log);
+	rewind(log);
+	for (int i = 0; i < 100000 && fgets(line, sizeof(line), log); i++) {
+		char name[64];
+		unsigned long long v;
+
+		if (sscanf(line, "uroce: slot %*u: %63s %llu", name, &v) != 2)
+			continue;
+		fputs(line, stdout);
+		for (size_t k = 0; k < n; k++)
+			if (!strcmp(name, names[k]))
+				vals[k] += v;
+	}
+	fclose(log);
 }
 
 /* ---- sockets ------------------------------------------------------------ */

@@ -157,10 +157,18 @@ const char *h_strerror(int err);
 
 /* ---- processes and sockets -------------------------------------------- */
 
+/* The test's QPs take the UDP path (UROCE_SHM=0), not the same-host one. */
+bool h_over_udp(void);
 /* Opens "uroce0" and fills ctx, dev, port, gid and pd. */
 void h_open(struct h_proc *p);
 /* Nothing to do once a role closed its device itself and cleared ctx. */
 void h_close(struct h_proc *p);
+/* Closes the device (as h_close) and reads back the counters uroce prints
+ * as it closes ("uroce: slot N: name value", UROCE_DEBUG=1 set before it
+ * opened): vals[i] is names[i]'s value, 0 if not printed.  The lines go
+ * to stdout, for the log. */
+void h_close_counting(struct h_proc *p, const char *const *names,
+		      uint64_t *vals, size_t n);
 
 void h_send(int sock, const void *buf, size_t len);
 void h_recv(int sock, void *buf, size_t len);	/* fails on EOF or timeout */

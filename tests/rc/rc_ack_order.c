@@ -12,13 +12,24 @@
  * others after some work of its own.  Whenever the target
  * takes an answer's receive completion, the send completion of the
  * response it answers must already be in the send CQ: ROUNDS times.
+ *
+ * Argument "late": the target polls until its response completed, then
+ * polls a CQ it never arms and works up to LATE_US before each sleep, so
+ * that answers land while it seems to be polling (same-host peers ring no
+ * doorbell then) and it sleeps after: a receiver that sleeps without
+ * looking once more loses the wake-up, which only the initiator's
+ * retransmission timer then ends: on the same-host path, where nothing is
+ * lost, neither side may count a timeout or a retransmission.
  */
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
 
-enum { ROUNDS = 10000, MSG = 64, DEPTH = 16, THINK_US = 400 };
+enum { ROUNDS = 10000, MSG = 64, DEPTH = 16, THINK_US = 400, LATE_US = 30 };
+enum mode { SLEEP, POLL, LATE };
 
 /* Takes one completion of cq if there is one. */
 static bool take(struct ibv_cq *cq, struct ibv_wc *wc)
@@ -46,10 +57,24 @@ static void wait_event(struct ibv_comp_channel *ch, struct h_ep *ep)
 	H_OK(ibv_req_notify_cq(ep->rcq, 0));
 }
 
-static void target(struct h_proc *p, struct ibv_comp_channel *ch,
-		   struct h_ep *ep, struct h_buf *b)
+/* Polls a CQ that is never armed (the process polls, say its same-host
+ * peers), then works a while calling no verb, as a thread does before it
+ * sleeps.  Only after its response completed: with nothing outstanding
+ * no retransmission timer rescues a wake-up lost meanwhile. */
+static void poll_late(struct ibv_cq *unarmed, uint64_t *seed)
 {
-	uint64_t sent_done = 0, answered = 0;
+	uint64_t until = h_now_ns() + h_rand64(seed) % (LATE_US * 1000);
+	struct ibv_wc wc;
+
+	H_CHECK(!take(unarmed, &wc));
+	while (h_now_ns() < until)
+		;
+}
+
+static void target(struct h_proc *p, struct ibv_comp_channel *ch,
+		   struct h_ep *ep, struct h_buf *b, struct ibv_cq *unarmed)
+{
+	uint64_t sent_done = 0, answered = 0, seed = 91;
 	uint64_t deadline = h_now_ns() + 60ull * 1000000000ull;
 
 	for (uint64_t i = 0; i < DEPTH; i++) {
@@ -80,6 +105,10 @@ static void target(struct h_proc *p, struct ibv_comp_channel *ch,
 				sent_done++;
 			}
 			if (!take(ep->rcq, &rwc)) {
+				if (unarmed && sent_done <= round)
+					continue;
+				if (unarmed)
+					poll_late(unarmed, &seed);
 				if (ch)
 					wait_event(ch, ep);
 				continue;
@@ -163,19 +192,24 @@ static void run(struct h_proc *p)
 {
 	struct h_qp_cfg c = h_qp_defaults(p);
 	struct ibv_comp_channel *ch = NULL;
+	struct ibv_cq *unarmed = NULL;
 	struct h_ep ep;
 	struct h_buf b;
 
-	if (p->role == 0 && !p->t->arg) {
+	if (p->role == 0 && p->t->arg != POLL) {
 		ch = ibv_create_comp_channel(p->ctx);
 		H_CHECK(ch);
 		c.channel = ch;
+	}
+	if (p->role == 0 && p->t->arg == LATE) {
+		unarmed = ibv_create_cq(p->ctx, 1, NULL, NULL, 0);
+		H_CHECK(unarmed);
 	}
 	h_ep_create(p, &ep, &c);
 	h_buf_alloc(p, &b, MSG * (DEPTH + 1), IBV_ACCESS_LOCAL_WRITE);
 	h_ep_connect(p, &ep, p->sock[0]);
 	if (p->role == 0)
-		target(p, ch, &ep, &b);
+		target(p, ch, &ep, &b, unarmed);
 	else
 		initiator(p, &ep, &b);
 	h_sync(p->sock[0]);
@@ -183,22 +217,45 @@ static void run(struct h_proc *p)
 	h_buf_free(&b);
 	if (ch)
 		H_OK(ibv_destroy_comp_channel(ch));
+	if (unarmed)
+		H_OK(ibv_destroy_cq(unarmed));
+	if (p->t->arg == LATE && !h_over_udp()) {
+		static const char *const names[] = { "timeouts", "retransmits" };
+		uint64_t v[2];
+
+		h_close_counting(p, names, v, 2);
+		if (v[0] || v[1])
+			h_fail("same-host: %" PRIu64 " timeouts, %" PRIu64
+			       " retransmits (a wake-up lost)", v[0], v[1]);
+	}
 }
 
 int main(int argc, char **argv)
 {
-	bool poll = argc > 1 && !strcmp(argv[1], "poll");
+	static const char *const names[] = {
+		[SLEEP] = "rc.ack_order",
+		[POLL] = "rc.ack_order.poll",
+		[LATE] = "rc.ack_order.late",
+	};
+	enum mode m = SLEEP;
+
+	if (argc > 1 && !strcmp(argv[1], "poll"))
+		m = POLL;
+	else if (argc > 1 && !strcmp(argv[1], "late"))
+		m = LATE;
+	if (m == LATE && setenv("UROCE_DEBUG", "1", 1))
+		return 1;
+	if (argc > 1 && m == SLEEP) {
+		fprintf(stderr, "usage: rc_ack_order [poll|late]\n");
+		return 2;
+	}
 	const struct h_test t = {
-		.name = poll ? "rc.ack_order.poll" : "rc.ack_order",
+		.name = names[m],
 		.nroles = 2,
 		.role = { run, run },
 		.deadline_s = 80,
-		.arg = poll,
+		.arg = m,
 	};
 
-	if (argc > 1 && !poll) {
-		fprintf(stderr, "usage: rc_ack_order [poll]\n");
-		return 2;
-	}
 	return h_main(&t);
 }

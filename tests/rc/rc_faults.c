@@ -48,6 +48,7 @@
  * reads) from a remote one's (silence).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -125,13 +126,6 @@ static double retry_ms(uint8_t timeout)
 static double ms_since(uint64_t t0)
 {
 	return (double)(h_now_ns() - t0) / 1e6;
-}
-
-static bool over_udp(void)
-{
-	const char *shm = getenv("UROCE_SHM");
-
-	return shm && !strcmp(shm, "0");
 }
 
 /* ---- streaming -------------------------------------------------------- */
@@ -740,30 +734,18 @@ static void restart_survivor_0(struct h_proc *p)
 	h_buf_free(&src);
 }
 
-/* Counters as UROCE_DEBUG=1 prints them at close ("uroce: slot N: name
- * value"): the sum of those named. */
-static unsigned long stale_refused(FILE *log)
+/* Closes the device: the stale packets it counted refusing. */
+static uint64_t close_counting_stale(struct h_proc *p)
 {
 	static const char *const names[] = {
 		"rx_unknown_qp", "rx_bad_state", "rx_out_of_window",
 		"rx_duplicate",
 	};
-	unsigned long sum = 0;
-	char line[512];
+	uint64_t v[4], sum = 0;
 
-	rewind(log);
-	for (int i = 0; i < 100000 && fgets(line, sizeof(line), log); i++) {
-		char name[64];
-		unsigned long v;
-		unsigned slot;
-
-		if (sscanf(line, "uroce: slot %u: %63s %lu", &slot, name, &v) != 3)
-			continue;
-		fputs(line, stdout);
-		for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
-			if (!strcmp(name, names[k]))
-				sum += v;
-	}
+	h_close_counting(p, names, v, 4);
+	for (int i = 0; i < 4; i++)
+		sum += v[i];
 	return sum;
 }
 
@@ -794,11 +776,9 @@ static void restarted(struct h_proc *p)
 	uint32_t dead_qpn;
 	unsigned slot;
 	uint8_t *init = malloc(TARGET_LEN);
-	FILE *log = tmpfile();
-	int saved_stderr;
-	unsigned long refused;
+	uint64_t refused;
 
-	H_CHECK(init && log);
+	H_CHECK(init);
 	h_fill(init, TARGET_LEN, TARGET_SEED);
 	h_recv(p->sock[0], &dead_qpn, sizeof(dead_qpn));
 	slot = dead_qpn >> QPN_SLOT_SHIFT;
@@ -827,20 +807,11 @@ static void restarted(struct h_proc *p)
 	h_buf_free(&tgt);
 	free(init);
 
-	/* the counters go to stderr as the device closes */
-	saved_stderr = dup(STDERR_FILENO);
-	H_CHECK(saved_stderr >= 0 && fflush(stderr) == 0);
-	H_CHECK(dup2(fileno(log), STDERR_FILENO) == STDERR_FILENO);
-	h_close(p);
-	p->ctx = NULL;
-	H_CHECK(dup2(saved_stderr, STDERR_FILENO) == STDERR_FILENO);
-	close(saved_stderr);
-	refused = stale_refused(log);
-	fclose(log);
-	printf("stale packets refused: %lu\n", refused);
+	refused = close_counting_stale(p);
+	printf("stale packets refused: %" PRIu64 "\n", refused);
 	/* over UDP the old QP's retries reach us; on the same-host path they
 	 * go into the dead process's ring, which nobody reads */
-	if (over_udp())
+	if (h_over_udp())
 		H_CHECK(refused > 0);
 }
 
@@ -862,7 +833,7 @@ int main(int argc, char **argv)
 			continue;
 		scenario = (enum scenario)i;
 		snprintf(name, sizeof(name), "rc.faults.%s%s", names[i],
-			 over_udp() ? ".udp" : "");
+			 h_over_udp() ? ".udp" : "");
 		t.name = name;
 		switch (scenario) {
 		case KILL_RESPONDER:

@@ -86,8 +86,13 @@ static void count_rx(struct uroce_nic *nic, const struct uroce_rxpkt *pkts,
 				  memory_order_relaxed);
 }
 
+/* How a receive pass treats the sockets: not at all (their readiness
+ * wakes a sleeper anyway), when due (while same-host rings are busy, only
+ * now and then), or at once (a poll said they are readable). */
+enum rx_sockets { SOCKETS_SKIP, SOCKETS_WHEN_DUE, SOCKETS_READY };
+
 /* Caller holds rx_lock, which also guards nic->rx_pkts. */
-static void engine_receive(struct uroce_nic *nic)
+static void engine_receive(struct uroce_nic *nic, enum rx_sockets sockets)
 {
 	struct uroce_rxpkt *pkts = nic->rx_pkts;
 	int budget = ENGINE_RX_BUDGET;
@@ -101,7 +106,8 @@ static void engine_receive(struct uroce_nic *nic)
 		uroce_sh_recv_done(nic);
 		budget -= n;
 	}
-	if (!uroce_sh_sockets_due(nic, n > 0))
+	if (sockets == SOCKETS_SKIP ||
+	    (!uroce_sh_sockets_due(nic, n > 0) && sockets != SOCKETS_READY))
 		return;
 	/* an empty look costs a system call on the latency path: stop as
 	 * soon as the sockets say they are drained */
@@ -261,8 +267,7 @@ static void *engine_main(void *arg)
 		 * never. */
 		now = uroce_now_ns();
 		app_receives = now - atomic_load(&nic->app_poll_ns) <
-				       ENGINE_DEFER_NS ||
-			       atomic_load(&nic->sleeper);
+			       ENGINE_DEFER_NS;
 		if (!kicked && now < sleep_until &&
 		    (app_receives || ((left || nic->cfg->spin) && !data)))
 			continue;
@@ -288,13 +293,16 @@ static void *engine_main(void *arg)
 		last_pass = uroce_now_ns();
 		engine_enter(nic);
 		/* a timer due judges what has arrived: an ACK waiting in a
-		 * socket must not look lost */
+		 * socket must not look lost.  Received here even while a
+		 * sleeper watches: same-host peers rang no doorbell for what
+		 * they wrote while a poller seemed to be polling, and that
+		 * poller may have gone without saying so. */
 		now = uroce_now_ns();
 		uroce_cq_hold_wakes();
-		if ((now - atomic_load(&nic->app_poll_ns) >= ENGINE_DEFER_NS &&
-		     !atomic_load(&nic->sleeper)) ||
+		if (now - atomic_load(&nic->app_poll_ns) >= ENGINE_DEFER_NS ||
 		    now >= next)
-			engine_receive(nic);
+			engine_receive(nic, data ? SOCKETS_READY :
+						   SOCKETS_WHEN_DUE);
 		uroce_flush_acks(nic);
 		uroce_cq_release_wakes();
 		/* From here a poster must kick us if it arms an earlier timer
@@ -316,8 +324,15 @@ static void *engine_main(void *arg)
 void uroce_engine_poll(struct uroce_nic *nic, uint64_t now, bool will_wait)
 {
 	if (!will_wait) {
-		atomic_store(&nic->app_poll_ns, now);
+		uint64_t was = atomic_exchange(&nic->app_poll_ns, now);
+
 		uroce_sh_note_poll(nic, now);
+		/* Same-host peers ring no doorbell while we poll: should this
+		 * thread stop without saying so, the engine must look at the
+		 * rings once the deferral runs out.  An engine that ticks
+		 * does; an idle one is woken, once per start of polling. */
+		if (now - was >= ENGINE_DEFER_NS)
+			uroce_nic_kick(nic, now + ENGINE_TIMER_TICK_NS);
 	}
 	/* Whoever holds rx_lock is already receiving: nothing to add. */
 	if (atomic_load_explicit(&nic->rx_callers, memory_order_relaxed) ||
@@ -327,7 +342,7 @@ void uroce_engine_poll(struct uroce_nic *nic, uint64_t now, bool will_wait)
 	/* ACKs kept for answers that have not come (see receive.c) */
 	uroce_flush_acks(nic);
 	uroce_cq_hold_wakes();
-	engine_receive(nic);
+	engine_receive(nic, SOCKETS_WHEN_DUE);
 	/* a thread about to sleep answers nothing soon */
 	if (will_wait)
 		uroce_flush_acks(nic);
@@ -368,6 +383,21 @@ void uroce_engine_flush_acks(struct uroce_nic *nic)
 		uroce_engine_call(nic, flush_acks_call, NULL);
 }
 
+/* One receive pass on an application thread, as the engine's. */
+static void receive_pass(struct uroce_nic *nic, enum rx_sockets sockets)
+{
+	atomic_fetch_add(&nic->rx_callers, 1);
+	pthread_mutex_lock(&nic->rx_lock);
+	atomic_fetch_sub(&nic->rx_callers, 1);
+	engine_enter(nic);
+	uroce_cq_hold_wakes();
+	engine_receive(nic, sockets);
+	uroce_flush_acks(nic);
+	uroce_cq_release_wakes();
+	engine_leave(nic);
+	pthread_mutex_unlock(&nic->rx_lock);
+}
+
 /*
  * A thread about to sleep in ibv_get_cq_event receives for the process
  * while it sleeps: the datagram or same-host doorbell that brings its
@@ -381,8 +411,21 @@ int uroce_engine_wait(struct uroce_nic *nic, int fd, const bool *done)
 {
 	struct pollfd pfd[8];
 	int fds[6], nfds, err = 0;
+	bool receiver;
 
-	if (atomic_exchange(&nic->sleeper, true)) {
+	/* Not polling any more: same-host peers ring the doorbell from here
+	 * on.  One that wrote before this saw no need to: the first pass
+	 * below, after the fence, finds what it wrote (uroce_sh_xmit fences
+	 * between its write and its look).  No kick for the engine: this
+	 * thread looks itself. */
+	atomic_store(&nic->app_poll_ns, 0);
+	uroce_sh_note_poll(nic, 0);
+	receiver = !atomic_exchange(&nic->sleeper, true);
+	atomic_thread_fence(memory_order_seq_cst);
+	receive_pass(nic, SOCKETS_SKIP);
+	if (*done)
+		goto out;
+	if (!receiver) {
 		/* another thread receives: sleep as the channel's reader */
 		struct pollfd one = { .fd = fd, .events = POLLIN };
 
@@ -400,20 +443,18 @@ int uroce_engine_wait(struct uroce_nic *nic, int fd, const bool *done)
 		}
 		if (pfd[nfds].revents)
 			break;
+		bool readable = false;
+
+		for (int i = 0; i < nfds - 1; i++)
+			readable |= pfd[i].revents != 0;
 		eventfd_take(&pfd[nfds - 1]);
-		atomic_fetch_add(&nic->rx_callers, 1);
-		pthread_mutex_lock(&nic->rx_lock);
-		atomic_fetch_sub(&nic->rx_callers, 1);
-		engine_enter(nic);
-		uroce_cq_hold_wakes();
-		engine_receive(nic);
-		uroce_flush_acks(nic);
-		uroce_cq_release_wakes();
-		engine_leave(nic);
-		pthread_mutex_unlock(&nic->rx_lock);
+		receive_pass(nic, readable ? SOCKETS_READY : SOCKETS_WHEN_DUE);
 		if (*done)
 			break;
 	}
+out:
+	if (!receiver)
+		return 0;
 	atomic_store(&nic->sleeper_left_ns, uroce_now_ns());
 	atomic_store(&nic->sleeper, false);
 	/* an engine asleep with no deadline soon enough would leave the
@@ -475,7 +516,7 @@ void uroce_engine_drain(struct uroce_nic *nic)
 			return;
 		pthread_mutex_lock(&nic->rx_lock);
 		engine_enter(nic);
-		engine_receive(nic);
+		engine_receive(nic, SOCKETS_READY);
 		uroce_flush_acks(nic);
 		engine_leave(nic);
 		pthread_mutex_unlock(&nic->rx_lock);

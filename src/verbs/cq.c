@@ -228,16 +228,17 @@ UROCE_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel,
 	}
 	nic = to_uctx(channel->context)->nic;
 	ch = to_uch(channel);
-	/* about to sleep, most likely: not polling any more */
-	uroce_engine_app_left(nic, true);
 	do {
 		uint8_t token;
 		ssize_t n;
 		int fl = fcntl(channel->fd, F_GETFL);
 
+		/* about to sleep, most likely: not polling any more */
+		if (fl < 0 || (fl & O_NONBLOCK))
+			uroce_engine_app_left(nic, true);
 		/* a blocking read would sleep: sleep receiving instead, so
 		 * that what brings the completion wakes this thread */
-		if (fl >= 0 && !(fl & O_NONBLOCK)) {
+		else {
 			int err;
 
 			waiting_on = ch;

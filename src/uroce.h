@@ -258,7 +258,8 @@ void uroce_faults_corrupt_tx(struct uroce_faults *f, struct uroce_txpkt *p);
 	X(rx_bad_icrc) X(rx_malformed)                                         \
 	X(rx_unknown_qp) X(rx_bad_source) X(rx_bad_state) X(rx_out_of_window)  \
 	X(rx_duplicate) X(rx_forwarded) X(rx_forward_failed) X(tx_errors)      \
-	X(retransmits) X(timeouts) X(loss_probes) X(rnr_naks_sent)            \
+	X(retransmits) X(timeouts) X(loss_probes) X(tail_probes)              \
+	X(rnr_naks_sent)                                                       \
 	X(rnr_naks_rcvd) X(seq_naks_sent) X(seq_naks_rcvd) X(fault_drops)     \
 	X(fault_dups) X(fault_reorders) X(fault_corrupts) X(fault_delays)      \
 	X(fault_tx_drops) X(fault_tx_busy) X(fault_tx_corrupts)               \

@@ -443,6 +443,40 @@ out:
 	pthread_mutex_unlock(&qp->sq_lock);
 }
 
+/*
+ * The first probe in a row resends only the last packet sent (TCP's tail
+ * loss probe, RFC 8985): a peer that was only slow (descheduled on a
+ * loaded machine) takes it as a duplicate and acknowledges everything,
+ * for one packet and no window cut; one that lost earlier packets NAKs
+ * the gap, and the requester goes back from there.  An unanswered probe
+ * (the NAK was lost: the responder stays silent until the gap fills) is
+ * followed by the whole go-back.  A READ or atomic at the tail goes back
+ * whole: its responses, not its request, hold the PSNs.
+ */
+static bool probe_tail(struct uroce_qp *qp)
+{
+	uint32_t last = psn_add(qp->req.max_psn, PSN_MASK);
+
+	if (qp->comp.probe_backoff || qp->req.psn != qp->req.max_psn)
+		return false;
+	for (uint32_t i = qp->sq_tail; i != qp->sq_head;
+	     i = (i + 1) % qp->sq_size) {
+		const struct uroce_send_wqe *wqe = &qp->sq[i];
+		int32_t into = psn_diff(last, wqe->first_psn);
+
+		if (wqe->state == WQE_POSTED)
+			break;
+		if (into < 0 || (uint32_t)into >= wqe->npkts)
+			continue;
+		if (uroce_wqe_is_read_or_atomic(wqe))
+			return false;
+		STAT_INC(qp->nic, tail_probes);
+		uroce_req_seek(qp, last);
+		return true;
+	}
+	return false;
+}
+
 void uroce_comp_timer(struct uroce_qp *qp, uint64_t now)
 {
 	if (atomic_load(&qp->state) == IBV_QPS_ERR)
@@ -457,9 +491,11 @@ void uroce_comp_timer(struct uroce_qp *qp, uint64_t now)
 		if (qp->comp.psn == qp->req.max_psn || qp->req.wait_until)
 			return;
 		STAT_INC(qp->nic, loss_probes);
+		if (!probe_tail(qp)) {
+			qp->comp.rewound = false;
+			comp_rewind(qp);
+		}
 		qp->comp.probe_backoff++;
-		qp->comp.rewound = false;
-		comp_rewind(qp);
 		uroce_comp_arm_probe(qp, now);
 		uroce_req_progress(qp);
 		return;

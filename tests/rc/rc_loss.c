@@ -18,10 +18,13 @@
  * The first two run with a 16.8 ms ACK timeout.  With probe, the whole run
  * must take less than one ACK timeout: the requester's loss probe, not
  * the timeout, recovers the lost NAKs and lost tails of bursts (there are
- * several: with the probe turned off this run takes minutes).
+ * several: with the probe turned off this run takes minutes), and the
+ * first probe of a stall resends the last packet alone (tail_probes, as
+ * uroce counts them when the requester closes its device).
  *
  * Role 0 is the requester, role 1 the responder.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +182,17 @@ static void run(struct h_proc *p)
 	h_ep_destroy(&ep);
 	h_buf_free(&b);
 	free(scratch);
+	if (p->role == 0 && ack_timeout == PROBE_ACK_TIMEOUT) {
+		static const char *const names[] = {
+			"loss_probes", "tail_probes", "retransmits",
+		};
+		uint64_t v[3];
+
+		h_close_counting(p, names, v, 3);
+		printf("loss probes %" PRIu64 ", tail probes %" PRIu64
+		       ", go-backs %" PRIu64 "\n", v[0], v[1], v[2]);
+		H_CHECK(v[1] > 0);
+	}
 }
 
 int main(int argc, char **argv)
@@ -195,6 +209,8 @@ int main(int argc, char **argv)
 		t.name = "rc.loss.probe";
 		t.faults = "drop=0.02,seed=7";
 		ack_timeout = PROBE_ACK_TIMEOUT;
+		if (setenv("UROCE_DEBUG", "1", 1))
+			return 1;
 	} else if (argc > 1 && !strcmp(argv[1], "busy")) {
 		t.name = "rc.loss.busy";
 		requester_faults = "tx_busy=0.0005,seed=7";

@@ -3,10 +3,11 @@
 # (UROCE_SHM=0) between two processes of this host, with 0 and then HOGS
 # busy loops competing for the CPUs.  Prints a markdown table of what both
 # processes' uroce counted (UROCE_DEBUG=1 prints the counters as a process
-# exits): loss probes (tail probes among them), go-backs (retransmits), ACK
-# timeouts, the duplicates receivers got, and the datagrams the kernel
-# dropped for full socket buffers (/proc/net/snmp, the whole host).  On
-# loopback only those drops lose anything: every other go-back is spurious.
+# exits): loss probes (tail probes among them, and those found spurious),
+# go-backs (retransmits), ACK timeouts, the duplicates receivers got, and
+# the datagrams the kernel dropped for full socket buffers (/proc/net/snmp,
+# the whole host).  On loopback only those drops lose anything: every
+# other go-back is spurious.
 #
 #   bench/loaded.sh [build directory, default build]
 set -uo pipefail
@@ -20,7 +21,7 @@ PORT=28900		# perftest's TCP port (bench/run.sh uses 28700 and up)
 # tool, options: a stream of 64 KiB WRITEs, of 4 KiB SENDs, a ping-pong
 RUNS=("ib_write_bw -s 65536 -n 20000" "ib_send_bw -s 4096 -n 100000"
       "ib_send_lat -s 64 -n 20000")
-COUNTERS=(loss_probes tail_probes retransmits timeouts rx_duplicate)
+COUNTERS=(loss_probes tail_probes spurious_probes retransmits timeouts rx_duplicate)
 
 [ -f "$build/CMakeCache.txt" ] ||
 	cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2 || exit 1
@@ -61,8 +62,8 @@ sum() {
 	awk -v n="$name" '$1 == "uroce:" && $4 == n { s += $5 } END { print s + 0 }' "$@"
 }
 
-echo "| run | hogs | result | loss_probes | tail_probes | retransmits | timeouts | rx_duplicate | kernel drops |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| run | hogs | result | loss_probes | tail_probes | spurious_probes | retransmits | timeouts | rx_duplicate | kernel drops |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for run in "${RUNS[@]}"; do
 	for hogs in 0 $HOGS; do
 		hog_pids=()

@@ -72,10 +72,15 @@ enum uroce_params {
 	/* The loss probe (transport/completer.c) waits at least this long
 	 * for an ACK, and leaves at least this much for the round trip's
 	 * variation: a receiver descheduled for a while must not look like
-	 * a loss (a probe resends the whole window). */
+	 * a loss (a probe resends a packet, a second in a row the whole
+	 * window). */
 	UROCE_PROBE_MIN_NS = 1000000,
 	UROCE_PROBE_PER_SENDER_NS = 50000,	/* see probe_wait_ns */
 	UROCE_PROBE_VAR_MIN_NS = 200000,
+	/* spurious tail probes raise a QP's probe floor, up to this, and
+	 * it halves back every UROCE_PROBE_FLOOR_DECAY_NS (completer.c) */
+	UROCE_PROBE_FLOOR_MAX_NS = 32000000,
+	UROCE_PROBE_FLOOR_DECAY_NS = 1000000000,
 	/* The port's link rate (1X EDR): what query_port reports, and what
 	 * UC and UD, which nothing else slows down, are paced to. */
 	UROCE_DEFAULT_RATE_MBPS = 25000,

@@ -259,7 +259,7 @@ void uroce_faults_corrupt_tx(struct uroce_faults *f, struct uroce_txpkt *p);
 	X(rx_unknown_qp) X(rx_bad_source) X(rx_bad_state) X(rx_out_of_window)  \
 	X(rx_duplicate) X(rx_forwarded) X(rx_forward_failed) X(tx_errors)      \
 	X(retransmits) X(timeouts) X(loss_probes) X(tail_probes)              \
-	X(rnr_naks_sent)                                                       \
+	X(spurious_probes) X(rnr_naks_sent)                                    \
 	X(rnr_naks_rcvd) X(seq_naks_sent) X(seq_naks_rcvd) X(fault_drops)     \
 	X(fault_dups) X(fault_reorders) X(fault_corrupts) X(fault_delays)      \
 	X(fault_tx_drops) X(fault_tx_busy) X(fault_tx_corrupts)               \
@@ -712,6 +712,13 @@ struct uroce_qp {
 		 * often in a row it went unanswered */
 		uint64_t probe_at;	/* ns; 0 = none */
 		uint32_t probe_backoff;
+		/* the last tail probe's PSN and the ACKs of exactly it since
+		 * (two: the original arrived too, the probe was spurious),
+		 * and the probe wait's floor such probes raised, when */
+		uint32_t tlp_psn;
+		uint8_t tlp_acks;
+		bool tlp_on;
+		uint64_t probe_floor_ns, probe_floor_at;
 		/* round-trip estimate, ns (0 = no sample yet), and the packet
 		 * being timed (rtt_sent_ns 0 = none) */
 		uint32_t srtt_ns, rttvar_ns, rtt_psn;

@@ -142,9 +142,53 @@ static void cwnd_cut(struct uroce_qp *qp)
  * each time in a row it goes unanswered.  Probes do not count against
  * retry_cnt: the ACK timeout alone decides when a peer is gone.
  */
+/*
+ * Spurious probes: a tail probe whose packet is acknowledged twice (C9-105:
+ * the responder acknowledges a duplicate again) found the original had
+ * arrived: the peer was slow, not the packet lost.  Each raises the QP's
+ * probe floor to twice the last (from UROCE_PROBE_MIN_NS), which halves
+ * back every UROCE_PROBE_FLOOR_DECAY_NS without another: on a loaded
+ * machine probes wait out the stalls they saw, on a quiet one they come
+ * back to a millisecond.
+ */
+static uint64_t spurious_floor(const struct uroce_qp *qp)
+{
+	uint64_t halvings;
+
+	if (!qp->comp.probe_floor_ns)
+		return 0;
+	halvings = (uroce_now_ns() - qp->comp.probe_floor_at) /
+		   UROCE_PROBE_FLOOR_DECAY_NS;
+	return halvings >= 32 ? 0 : qp->comp.probe_floor_ns >> halvings;
+}
+
+static void tlp_acked(struct uroce_qp *qp, uint32_t psn)
+{
+	uint64_t floor;
+
+	if (!qp->comp.tlp_on)
+		return;
+	/* an ACK of a later packet ends the question */
+	if (psn != qp->comp.tlp_psn) {
+		qp->comp.tlp_on = psn_diff(psn, qp->comp.tlp_psn) < 0;
+		return;
+	}
+	if (++qp->comp.tlp_acks < 2)
+		return;
+	qp->comp.tlp_on = false;
+	STAT_INC(qp->nic, spurious_probes);
+	floor = spurious_floor(qp) * 2;
+	if (floor < 2ull * UROCE_PROBE_MIN_NS)
+		floor = 2ull * UROCE_PROBE_MIN_NS;
+	if (floor > UROCE_PROBE_FLOOR_MAX_NS)
+		floor = UROCE_PROBE_FLOOR_MAX_NS;
+	qp->comp.probe_floor_ns = floor;
+	qp->comp.probe_floor_at = uroce_now_ns();
+}
+
 static uint64_t probe_wait_ns(const struct uroce_qp *qp)
 {
-	uint64_t var = 4ull * qp->comp.rttvar_ns, t, min;
+	uint64_t var = 4ull * qp->comp.rttvar_ns, t, min, floor;
 	uint64_t timeout = uroce_ack_timeout_ns(qp->attr.timeout);
 
 	/* no estimate yet, or nothing to lose on the way: the ACK timeout
@@ -162,6 +206,9 @@ static uint64_t probe_wait_ns(const struct uroce_qp *qp)
 				   atomic_load(&qp->nic->active_senders);
 	if (t < min)
 		t = min;
+	floor = spurious_floor(qp);
+	if (t < floor)
+		t = floor;
 	t <<= qp->comp.probe_backoff < 16 ? qp->comp.probe_backoff : 16;
 	return timeout && t >= timeout ? 0 : t;
 }
@@ -355,6 +402,7 @@ static void comp_ack(struct uroce_qp *qp, struct uroce_pkt *pkt)
 
 	switch (syn & AETH_TYPE_MASK) {
 	case AETH_ACK:
+		tlp_acked(qp, pkt->psn);
 		comp_ack_upto(qp, psn_add(pkt->psn, 1));
 		break;
 	case AETH_RNR_NAK:
@@ -471,6 +519,9 @@ static bool probe_tail(struct uroce_qp *qp)
 		if (uroce_wqe_is_read_or_atomic(wqe))
 			return false;
 		STAT_INC(qp->nic, tail_probes);
+		qp->comp.tlp_psn = last;
+		qp->comp.tlp_acks = 0;
+		qp->comp.tlp_on = true;
 		uroce_req_seek(qp, last);
 		return true;
 	}

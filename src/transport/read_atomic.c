@@ -306,7 +306,7 @@ void resp_duplicate(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	if (pkt->mask & (OPM_SEND | OPM_WRITE)) {
 		/* C9-105: acknowledge again, with the latest PSN */
 		if (bth_ackreq(pkt->bth))
-			qp->resp.ack_pending = true;
+			resp_ack_duplicate(qp);
 		return;
 	}
 	for (uint32_t i = 0; i < qp->attr.max_dest_rd_atomic; i++) {

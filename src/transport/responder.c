@@ -54,6 +54,15 @@ static void send_aeth(struct uroce_qp *qp, uint8_t syndrome, uint32_t psn)
 	uroce_xmit(qp, &p, 1);
 }
 
+/* C9-105 asks for an ACK with the latest PSN.  Sent at once, not merged
+ * with the one owed for the copy that came first: a requester whose tail
+ * probe crossed a late original sees that PSN acknowledged twice and
+ * knows the probe was needless (completer.c). */
+void resp_ack_duplicate(struct uroce_qp *qp)
+{
+	send_aeth(qp, AETH_ACK_UNLIMITED, psn_add(qp->resp.psn, PSN_MASK));
+}
+
 /* Under rx_lock, after a request: the ACK the QP now owes covers it. */
 void uroce_resp_owe_ack(struct uroce_qp *qp)
 {

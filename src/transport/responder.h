@@ -14,6 +14,8 @@ struct ibv_pd *resp_pd(struct uroce_qp *qp);
 /* Class B/C errors (IBTA 9.9.3): NAK the request, then the QP is in error. */
 void resp_fatal(struct uroce_qp *qp, struct uroce_pkt *pkt,
 		enum aeth_nak_code code);
+/* Acknowledges a duplicate SEND or WRITE at once, in an ACK of its own. */
+void resp_ack_duplicate(struct uroce_qp *qp);
 /* rkey check (C9-88 ff.): the target address of [va, va + len), or NULL. */
 uint8_t *resp_check_rkey(struct uroce_qp *qp, uint32_t rkey,
 			 uint64_t va, uint32_t len, int access);

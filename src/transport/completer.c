@@ -134,15 +134,6 @@ static void cwnd_cut(struct uroce_qp *qp)
 }
 
 /*
- * Loss probe.  A lost NAK, or the last packets of a burst lost, leave the
- * responder silent: only the application's ACK timeout (67 ms at the usual
- * 14) would resend them.  So the requester also goes back by itself once
- * nothing has been acknowledged for a few round trips (estimated as TCP
- * does, RFC 6298, from one timed packet at a time), doubling the wait
- * each time in a row it goes unanswered.  Probes do not count against
- * retry_cnt: the ACK timeout alone decides when a peer is gone.
- */
-/*
  * Spurious probes: a tail probe whose packet is acknowledged twice (C9-105:
  * the responder acknowledges a duplicate again) found the original had
  * arrived: the peer was slow, not the packet lost.  Each raises the QP's
@@ -186,6 +177,15 @@ static void tlp_acked(struct uroce_qp *qp, uint32_t psn)
 	qp->comp.probe_floor_at = uroce_now_ns();
 }
 
+/*
+ * Loss probe.  A lost NAK, or the last packets of a burst lost, leave the
+ * responder silent: only the application's ACK timeout (67 ms at the usual
+ * 14) would resend them.  So the requester also goes back by itself once
+ * nothing has been acknowledged for a few round trips (estimated as TCP
+ * does, RFC 6298, from one timed packet at a time), doubling the wait
+ * each time in a row it goes unanswered.  Probes do not count against
+ * retry_cnt: the ACK timeout alone decides when a peer is gone.
+ */
 static uint64_t probe_wait_ns(const struct uroce_qp *qp)
 {
 	uint64_t var = 4ull * qp->comp.rttvar_ns, t, min, floor;
@@ -505,27 +505,20 @@ static bool probe_tail(struct uroce_qp *qp)
 {
 	uint32_t last = psn_add(qp->req.max_psn, PSN_MASK);
 
+	uint32_t i;
+
 	if (qp->comp.probe_backoff || qp->req.psn != qp->req.max_psn)
 		return false;
-	for (uint32_t i = qp->sq_tail; i != qp->sq_head;
-	     i = (i + 1) % qp->sq_size) {
-		const struct uroce_send_wqe *wqe = &qp->sq[i];
-		int32_t into = psn_diff(last, wqe->first_psn);
-
-		if (wqe->state == WQE_POSTED)
-			break;
-		if (into < 0 || (uint32_t)into >= wqe->npkts)
-			continue;
-		if (uroce_wqe_is_read_or_atomic(wqe))
-			return false;
-		STAT_INC(qp->nic, tail_probes);
-		qp->comp.tlp_psn = last;
-		qp->comp.tlp_acks = 0;
-		qp->comp.tlp_on = true;
-		uroce_req_seek(qp, last);
-		return true;
-	}
-	return false;
+	i = uroce_req_wqe_at(qp, last);
+	if (i == qp->sq_head || qp->sq[i].state == WQE_POSTED ||
+	    uroce_wqe_is_read_or_atomic(&qp->sq[i]))
+		return false;
+	STAT_INC(qp->nic, tail_probes);
+	qp->comp.tlp_psn = last;
+	qp->comp.tlp_acks = 0;
+	qp->comp.tlp_on = true;
+	uroce_req_seek(qp, last);
+	return true;
 }
 
 void uroce_comp_timer(struct uroce_qp *qp, uint64_t now)

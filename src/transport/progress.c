@@ -383,19 +383,18 @@ void uroce_engine_flush_acks(struct uroce_nic *nic)
 		uroce_engine_call(nic, flush_acks_call, NULL);
 }
 
+static void receive_call(struct uroce_nic *nic, void *arg)
+{
+	uroce_cq_hold_wakes();
+	engine_receive(nic, *(enum rx_sockets *)arg);
+	uroce_flush_acks(nic);
+	uroce_cq_release_wakes();
+}
+
 /* One receive pass on an application thread, as the engine's. */
 static void receive_pass(struct uroce_nic *nic, enum rx_sockets sockets)
 {
-	atomic_fetch_add(&nic->rx_callers, 1);
-	pthread_mutex_lock(&nic->rx_lock);
-	atomic_fetch_sub(&nic->rx_callers, 1);
-	engine_enter(nic);
-	uroce_cq_hold_wakes();
-	engine_receive(nic, sockets);
-	uroce_flush_acks(nic);
-	uroce_cq_release_wakes();
-	engine_leave(nic);
-	pthread_mutex_unlock(&nic->rx_lock);
+	uroce_engine_call(nic, receive_call, &sockets);
 }
 
 /*

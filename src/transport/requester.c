@@ -634,26 +634,33 @@ void uroce_req_forget_held(struct uroce_qp *qp)
  * so a resend rebuilds exactly the packets sent before; a psn past everything
  * sent leaves the requester at the first WQE not yet started.
  */
-void uroce_req_seek(struct uroce_qp *qp, uint32_t psn)
+uint32_t uroce_req_wqe_at(const struct uroce_qp *qp, uint32_t psn)
 {
 	uint32_t i;
+
+	for (i = qp->sq_tail; i != qp->sq_head; i = (i + 1) % qp->sq_size) {
+		const struct uroce_send_wqe *wqe = &qp->sq[i];
+		int32_t into = psn_diff(psn, wqe->first_psn);
+
+		if (wqe->state == WQE_POSTED ||
+		    (into >= 0 && (uint32_t)into < wqe->npkts))
+			break;
+	}
+	return i;
+}
+
+void uroce_req_seek(struct uroce_qp *qp, uint32_t psn)
+{
+	uint32_t i = uroce_req_wqe_at(qp, psn);
 
 	qp->req.psn = psn;
 	qp->req.offset = 0;
 	qp->req.since_ackreq = 0;
-	for (i = qp->sq_tail; i != qp->sq_head; i = (i + 1) % qp->sq_size) {
-		struct uroce_send_wqe *wqe = &qp->sq[i];
-		int32_t into;
-
-		if (wqe->state == WQE_POSTED)
-			break;
-		into = psn_diff(psn, wqe->first_psn);
-		if (into < 0 || (uint32_t)into >= wqe->npkts)
-			continue;
-		wqe->state = WQE_SENDING;
+	if (i != qp->sq_head && qp->sq[i].state != WQE_POSTED) {
+		qp->sq[i].state = WQE_SENDING;
 		/* READ responses are asked for from where they are missing */
-		qp->req.offset = (uint32_t)into * qp->mtu;
-		break;
+		qp->req.offset = (uint32_t)psn_diff(psn, qp->sq[i].first_psn) *
+				 qp->mtu;
 	}
 	qp->sq_next = i;
 }

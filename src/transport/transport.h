@@ -102,6 +102,9 @@ void uroce_pkt_finish(struct uroce_qp *qp, struct uroce_txpkt *p,
 		      unsigned hdr_len, unsigned npay, uint32_t paylen);
 
 void uroce_req_seek(struct uroce_qp *qp, uint32_t psn);
+/* The index of the sent WQE that holds psn, or else of the first one not
+ * sent (sq_head if every WQE went). */
+uint32_t uroce_req_wqe_at(const struct uroce_qp *qp, uint32_t psn);
 /* The QP has packets unacknowledged (or no longer): it takes a share of
  * the process's in-flight budget.  sq_lock held. */
 void uroce_req_set_active(struct uroce_qp *qp, bool active);

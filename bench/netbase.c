@@ -25,6 +25,14 @@
  *	and reports how many arrived and over how long: the datagram rate one
  *	UDP socket receives, the floor for a message rate.
  *
+ *   netbase shm-pingpong [-s bytes] [-n round trips] [-b] [-t seconds]
+ *	The same ping-pong through shared memory: the message is copied into a
+ *	buffer both processes map, and the receiver, asleep in a blocking
+ *	read of an eventfd, is woken by a write to it (-b: spins on the
+ *	buffer's sequence number instead).  The floor of a same-host round
+ *	trip between two processes that sleep: a copy and a wake-up each way,
+ *	what uroce's same-host path does at the least.
+ *
  *   netbase memcpy [-s bytes] [-n copies]
  *	Copies a buffer of -s bytes (touched first) -n times in one process;
  *	prints MiB/s: the floor of a same-host copy.
@@ -51,17 +59,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-enum mode { UDP_PINGPONG, TCP_PINGPONG, TCP_STREAM, UDP_RATE, MEMCPY };
+enum mode {
+	UDP_PINGPONG, TCP_PINGPONG, SHM_PINGPONG, TCP_STREAM, UDP_RATE, MEMCPY
+};
 
 static const char *const mode_names[] = {
 	[UDP_PINGPONG] = "udp-pingpong",
 	[TCP_PINGPONG] = "tcp-pingpong",
+	[SHM_PINGPONG] = "shm-pingpong",
 	[TCP_STREAM] = "tcp-stream",
 	[UDP_RATE] = "udp-rate",
 	[MEMCPY] = "memcpy",
@@ -114,7 +128,7 @@ static uint64_t now_ns(void)
 static _Noreturn void usage(void)
 {
 	fprintf(stderr,
-		"usage: netbase udp-pingpong|tcp-pingpong [-s bytes] [-n iters] [-b] [-t seconds] [-l seconds]\n"
+		"usage: netbase udp-pingpong|tcp-pingpong|shm-pingpong [-s bytes] [-n iters] [-b] [-t seconds] [-l seconds]\n"
 		"       netbase tcp-stream [-s bytes] [-n writes] [-l seconds]\n"
 		"       netbase udp-rate [-s bytes] [-n datagrams] [-l seconds]\n"
 		"       netbase memcpy [-s bytes] [-n copies]\n");
@@ -197,11 +211,91 @@ static int bound_socket(int type, struct sockaddr_in *sa)
 	return fd;
 }
 
-/* Two UDP sockets connected to each other, or the two ends of a TCP connection. */
+/*
+ * shm-pingpong's link: one buffer and one eventfd per direction (0: parent
+ * to child, 1: back), in memory both processes share after the fork.  The
+ * "fd" of a side is the direction it sends in.
+ */
+static struct {
+	uint8_t *buf[2];
+	_Atomic uint64_t *seq;	/* messages sent, per direction */
+	_Atomic bool *closed;	/* the parent is done */
+	int efd[2];
+	uint64_t seen[2];	/* messages received, per direction */
+} shm;
+
+static void shm_link(const struct opts *o, int fd[2])
+{
+	size_t head = 64;
+	uint8_t *m = mmap(NULL, head + 2 * o->size, PROT_READ | PROT_WRITE,
+			  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	if (m == MAP_FAILED)
+		die("mmap: %s", strerror(errno));
+	memset(m, 0, head + 2 * o->size);
+	shm.seq = (_Atomic uint64_t *)m;
+	shm.closed = (_Atomic bool *)(m + 2 * sizeof(uint64_t));
+	for (int d = 0; d < 2; d++) {
+		shm.buf[d] = m + head + d * o->size;
+		shm.efd[d] = eventfd(0, 0);
+		if (shm.efd[d] < 0)
+			die("eventfd: %s", strerror(errno));
+	}
+	fd[0] = 0;
+	fd[1] = 1;
+}
+
+static void shm_send(const struct opts *o, int dir, const uint8_t *buf,
+		     size_t len)
+{
+	uint64_t one = 1;
+
+	memcpy(shm.buf[dir], buf, len);
+	atomic_fetch_add_explicit(&shm.seq[dir], 1, memory_order_release);
+	if (!o->busy && write(shm.efd[dir], &one, sizeof(one)) != sizeof(one))
+		die("eventfd write: %s", strerror(errno));
+}
+
+/* Waits for the next message towards the side that sends in dir's
+ * opposite; false once the parent has closed. */
+static bool shm_recv(const struct opts *o, int dir, uint8_t *buf, size_t len)
+{
+	int from = !dir;
+	uint64_t v;
+
+	while (atomic_load_explicit(&shm.seq[from], memory_order_acquire) ==
+	       shm.seen[from]) {
+		if (atomic_load(shm.closed))
+			return false;
+		if (!o->busy && read(shm.efd[from], &v, sizeof(v)) < 0 &&
+		    errno != EINTR)
+			die("eventfd read: %s", strerror(errno));
+	}
+	shm.seen[from]++;
+	memcpy(buf, shm.buf[from], len);
+	return true;
+}
+
+static void shm_close(void)
+{
+	uint64_t one = 1;
+
+	atomic_store(shm.closed, true);
+	if (write(shm.efd[0], &one, sizeof(one)) != sizeof(one))
+		die("eventfd write: %s", strerror(errno));
+}
+
+/* Two UDP sockets connected to each other, the two ends of a TCP
+ * connection, or shm-pingpong's link. */
 static void connect_pair(const struct opts *o, int fd[2])
 {
 	struct sockaddr_in a, b;
 	int lfd, one = 1;
+
+	if (o->mode == SHM_PINGPONG) {
+		shm_link(o, fd);
+		return;
+	}
 
 	if (o->mode == UDP_PINGPONG || o->mode == UDP_RATE) {
 		fd[0] = bound_socket(SOCK_DGRAM, &a);
@@ -316,6 +410,11 @@ static _Noreturn void serve(const struct opts *o, int fd, uint8_t *buf)
 
 	if (o->mode == UDP_RATE)
 		rate_sink(o, fd, buf);
+	if (o->mode == SHM_PINGPONG) {
+		while (shm_recv(o, fd, buf, o->size))
+			shm_send(o, fd, buf, o->size);
+		exit(0);
+	}
 	if (o->mode != TCP_STREAM) {
 		while (recv_all(o, fd, buf, o->size))
 			send_all(fd, buf, o->size);
@@ -337,6 +436,12 @@ static int cmp_u64(const void *a, const void *b)
 
 static void round_trip(const struct opts *o, int fd, uint8_t *buf)
 {
+	if (o->mode == SHM_PINGPONG) {
+		shm_send(o, fd, buf, o->size);
+		if (!shm_recv(o, fd, buf, o->size))
+			die("the server closed the link");
+		return;
+	}
 	send_all(fd, buf, o->size);
 	if (!recv_all(o, fd, buf, o->size))
 		die("the server closed the connection");
@@ -468,11 +573,13 @@ int main(int argc, char **argv)
 		/* dies with the parent, even if the parent is killed */
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
 			exit(1);
-		close(fd[0]);
+		if (o.mode != SHM_PINGPONG)
+			close(fd[0]);
 		alarm(o.limit_s);
 		serve(&o, fd[1], buf);
 	}
-	close(fd[1]);
+	if (o.mode != SHM_PINGPONG)
+		close(fd[1]);
 	alarm(o.limit_s);
 	if (o.mode == TCP_STREAM)
 		stream(&o, fd[0], buf);
@@ -485,7 +592,10 @@ int main(int argc, char **argv)
 	/* UDP has no close() the other side sees: an empty datagram ends it. */
 	if (o.mode == UDP_PINGPONG && send(fd[0], buf, 0, 0))
 		die("send: %s", strerror(errno));
-	close(fd[0]);
+	if (o.mode == SHM_PINGPONG)
+		shm_close();
+	else
+		close(fd[0]);
 	if (waitpid(pid, &status, 0) != pid)
 		die("waitpid: %s", strerror(errno));
 	if (!WIFEXITED(status) || WEXITSTATUS(status))

@@ -262,7 +262,9 @@ for ((round = 1; round <= REPEATS; round++)); do
 			done
 		done
 	done
-	# event-driven RPC: both sides sleep until their message arrives
+	# event-driven RPC: both sides sleep until their message arrives;
+	# the floor of two processes that sleep: shared memory and eventfds
+	measure ev:floor netbase rtt_median_us shm-pingpong -s 64 -n $EV_REQUESTS
 	for qs in "${EV_PATTERNS[@]}"; do
 		q=${qs%,*} s=${qs#*,}
 		evrpc ev:tcp,$qs - tcp -q $q -s $s -n $EV_REQUESTS
@@ -383,6 +385,10 @@ for qs in "${EV_PATTERNS[@]}"; do
 	what="$q × $s B"
 	echo "| $what | TCP | $t | $(med ev:tcp,$qs:p99_us) | $(med ev:tcp,$qs:rps) |" \
 	     "$(med ev:tcp,$qs:cpu_us_per_req) | 1 |"
+	if [ "$qs" = 1,64 ]; then
+		echo "| $what | shared memory + eventfd (netbase shm-pingpong) |" \
+		     "$(med ev:floor) | | | | $(ratio "$(med ev:floor)" "$t") |"
+	fi
 	for p in "${PATHS[@]}"; do
 		for w in "${EV_WAITS[@]}"; do
 			k=ev:$p:$w,$qs

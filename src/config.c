@@ -256,6 +256,16 @@ static const char *set_engine(struct uroce_config *c, const char *v)
 	return NULL;
 }
 
+static const char *set_wait_poll(struct uroce_config *c, const char *v)
+{
+	uint64_t us;
+
+	if (!parse_u64(v, 0, UROCE_WAIT_POLL_MAX_US, &us))
+		return "expected microseconds, 0 (sleep at once) to 1000";
+	c->wait_poll_ns = us * 1000;
+	return NULL;
+}
+
 /* "1" or "0" into *flag; false for anything else */
 static bool set_flag(bool *flag, const char *v)
 {
@@ -305,6 +315,7 @@ static const struct setting {
 	{ "UROCE_DEBUG", "debug", set_debug },
 	{ "UROCE_PCAP", "pcap", set_pcap },
 	{ "UROCE_ENGINE", "engine", set_engine },
+	{ "UROCE_WAIT_POLL_US", "wait_poll_us", set_wait_poll },
 	{ "UROCE_SHM", "shm", set_shm },
 	{ "UROCE_TX_HOLD", "tx_hold", set_tx_hold },
 	{ "UROCE_SERVICE", "service", set_service },
@@ -395,6 +406,7 @@ static void load_config(void)
 	cfg.max_mtu = IBV_MTU_4096;
 	cfg.window = UROCE_DEFAULT_WINDOW;
 	cfg.shm = true;
+	cfg.wait_poll_ns = UROCE_WAIT_POLL_US * 1000ull;
 	cfg.tx_hold = true;
 	strcpy(cfg.service, UROCE_SERVICE_DIR);
 	cfg.rate_mbps = UROCE_DEFAULT_RATE_MBPS;

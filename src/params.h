@@ -88,6 +88,11 @@ enum uroce_params {
 	/* How long the engine leaves receiving to an application thread
 	 * after its last poll of an empty CQ (transport/progress.c) */
 	UROCE_ENGINE_DEFER_NS = 200000,
+	/* A thread about to sleep in ibv_get_cq_event polls first, for at
+	 * most this long (UROCE_WAIT_POLL_US), as long as its events came
+	 * that soon (transport/progress.c) */
+	UROCE_WAIT_POLL_US = 50,
+	UROCE_WAIT_POLL_MAX_US = 1000,
 	/* An application that posts on a QP within this long of receiving
 	 * a request for it in ibv_poll_cq (no longer than an ACK could wait
 	 * for the engine) answers it; once it has answered this many times

@@ -55,6 +55,8 @@ struct uroce_config {
 	int debug;			/* UROCE_DEBUG=1: log drops to stderr */
 	char pcap[256];			/* UROCE_PCAP: capture file; empty = off */
 	bool spin;			/* UROCE_ENGINE=spin: never sleep */
+	uint64_t wait_poll_ns;		/* UROCE_WAIT_POLL_US: longest poll
+					 * before ibv_get_cq_event sleeps */
 	bool shm;			/* UROCE_SHM=0: no same-host path */
 	bool tx_hold;			/* UROCE_TX_HOLD=0: no request batching */
 	char service[200];		/* UROCE_SERVICE: uroced's directory;
@@ -269,7 +271,8 @@ void uroce_faults_corrupt_tx(struct uroce_faults *f, struct uroce_txpkt *p);
 	X(mad_duplicates) X(mad_rejected) X(mad_retransmits)                   \
 	X(mad_backlog_drops) X(samehost_ops) X(samehost_to_wire)          \
 	X(samehost_no_room) X(samehost_ring_tx) X(acks_sent)                  \
-	X(acks_with_requests) X(acks_unanswered)
+	X(acks_with_requests) X(acks_unanswered) X(waits_polled)               \
+	X(waits_slept)
 
 struct uroce_stats {
 #define UROCE_STAT_FIELD(n) atomic_ulong n;
@@ -494,6 +497,10 @@ struct uroce_comp_channel {
 	 * ev_next; the pipe holds a token while the list is non-empty. */
 	pthread_mutex_t lock;
 	struct uroce_cq *ev_head, *ev_tail;
+	atomic_bool queued;		/* ev_head != NULL, read without lock */
+	/* how long a thread polls before it sleeps on this channel, adapted
+	 * to how soon its events came (uroce_engine_wait) */
+	_Atomic uint64_t poll_ns;
 };
 
 /* The extended CQ's poll state (verbs/cq_ex.c): a batch taken out of the

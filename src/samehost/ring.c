@@ -249,6 +249,17 @@ void uroce_sh_set_wire_only(struct uroce_nic *nic, bool on)
 		atomic_store(&nic->sh->seg->wire_only, on);
 }
 
+bool uroce_sh_has_rings(struct uroce_nic *nic)
+{
+	struct sh_seg *seg = nic->sh ? nic->sh->seg : NULL;
+
+	for (unsigned w = 0; seg && w < SH_MASK_WORDS; w++)
+		if (atomic_load_explicit(&seg->ring_mask[w],
+					 memory_order_relaxed))
+			return true;
+	return false;
+}
+
 void uroce_sh_note_poll(struct uroce_nic *nic, uint64_t ns)
 {
 	if (nic->sh && nic->sh->seg)

@@ -56,6 +56,9 @@ void uroce_sh_recv_done(struct uroce_nic *nic);
  * packet the time of one: the sockets are then looked at every few
  * calls. */
 bool uroce_sh_sockets_due(struct uroce_nic *nic, bool ring_data);
+/* Whether a same-host peer has a ring in this process's segment, so that
+ * what it sends takes no system call to look for. */
+bool uroce_sh_has_rings(struct uroce_nic *nic);
 /* An application thread polled (ns) or stopped polling (0): peers then
  * need not (or must) ring our engine's doorbell. */
 void uroce_sh_note_poll(struct uroce_nic *nic, uint64_t ns);

@@ -398,20 +398,100 @@ static void receive_pass(struct uroce_nic *nic, enum rx_sockets sockets)
 }
 
 /*
+ * Before it sleeps, a thread polls (as KVM's halt polling, or the kernel's
+ * busy_poll for sockets), for as long as the channel's budget: an event
+ * that comes within it costs no wake-up, neither the doorbell or datagram
+ * that wakes a sleeper nor the scheduler's switch back, which on a VM cost
+ * as much as a whole TCP round trip.  The budget doubles, up to
+ * UROCE_WAIT_POLL_US, after a wait that a poll that long would have
+ * caught, and halves (to none) after one it would not, so that a thread
+ * whose events come seldom sleeps at once, and idles on no CPU.
+ */
+#define WAIT_POLL_START_NS 10000ull
+
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield" ::: "memory");
+#endif
+}
+
+/* Receives as a polling thread does until the event comes or the budget
+ * runs out; true if it came.  Same-host peers ring no doorbell meanwhile.
+ * As a polling thread, it stands aside while another one receives (the
+ * engine's timer pass: a waiter that insisted on rx_lock would make it
+ * yield to us over and over), and sees the events that one raises.  The
+ * engine is not told: it leaves receiving to the sleeper anyway, and a
+ * deferral renewed by every look would wake it every ENGINE_DEFER_NS, a
+ * third thread runnable beside two pollers on a machine with two CPUs. */
+static bool wait_poll(struct uroce_nic *nic, const struct uroce_wait *w,
+		      uint64_t budget)
+{
+	uint64_t start = uroce_now_ns(), now = start;
+
+	do {
+		uroce_sh_note_poll(nic, now);
+		if (!atomic_load_explicit(&nic->rx_callers,
+					  memory_order_relaxed) &&
+		    !pthread_mutex_trylock(&nic->rx_lock)) {
+			enum rx_sockets sockets = SOCKETS_WHEN_DUE;
+
+			engine_enter(nic);
+			receive_call(nic, &sockets);
+			engine_leave(nic);
+			pthread_mutex_unlock(&nic->rx_lock);
+		}
+		if (*w->raised || atomic_load(w->queued))
+			return true;
+		cpu_relax();
+		now = uroce_now_ns();
+	} while (now - start < budget);
+	return false;
+}
+
+static void wait_poll_adapt(_Atomic uint64_t *poll_ns, uint64_t waited,
+			    uint64_t max)
+{
+	uint64_t b = atomic_load_explicit(poll_ns, memory_order_relaxed);
+
+	if (waited <= max)
+		b = b ? b * 2 : WAIT_POLL_START_NS;
+	else
+		b = b / 2 < WAIT_POLL_START_NS ? 0 : b / 2;
+	atomic_store_explicit(poll_ns, b < max ? b : max,
+			      memory_order_relaxed);
+}
+
+/*
  * A thread about to sleep in ibv_get_cq_event receives for the process
  * while it sleeps: the datagram or same-host doorbell that brings its
  * completion wakes it, not the engine, which would then have to wake it in
  * turn (two wake-ups per message, the dearer half of an event-driven round
  * trip).  One thread at a time; the engine stays off the sockets meanwhile
  * and for ENGINE_DEFER_NS after, so that a thread back asleep within that
- * time finds them its own again.  Timers stay the engine's.
+ * time finds them its own again.  Timers stay the engine's.  An event
+ * another thread raises meanwhile (a token in the channel's pipe) waits
+ * for the end of the poll before it, at most UROCE_WAIT_POLL_MAX_US.
  */
-int uroce_engine_wait(struct uroce_nic *nic, int fd, const bool *done)
+int uroce_engine_wait(struct uroce_nic *nic, const struct uroce_wait *w)
 {
+	uint64_t max = nic->cfg->wait_poll_ns, start = uroce_now_ns();
+	uint64_t budget = atomic_load_explicit(w->poll_ns, memory_order_relaxed);
+	const bool *done = w->raised;
 	struct pollfd pfd[8];
 	int fds[6], nfds, err = 0;
-	bool receiver;
+	bool receiver = !atomic_exchange(&nic->sleeper, true);
 
+	/* Only where same-host peers send by ring: over UDP every look is a
+	 * system call, and a poll there won no time on the bench VM while it
+	 * cost a sixth more CPU per request. */
+	if (receiver && max && budget && uroce_sh_has_rings(nic) &&
+	    wait_poll(nic, w, budget)) {
+		STAT_INC(nic, waits_polled);
+		goto left;
+	}
 	/* Not polling any more: same-host peers ring the doorbell from here
 	 * on.  One that wrote before this saw no need to: the first pass
 	 * below, after the fence, finds what it wrote (uroce_sh_xmit fences
@@ -419,22 +499,22 @@ int uroce_engine_wait(struct uroce_nic *nic, int fd, const bool *done)
 	 * thread looks itself. */
 	atomic_store(&nic->app_poll_ns, 0);
 	uroce_sh_note_poll(nic, 0);
-	receiver = !atomic_exchange(&nic->sleeper, true);
 	atomic_thread_fence(memory_order_seq_cst);
 	receive_pass(nic, SOCKETS_SKIP);
 	if (*done)
 		goto out;
 	if (!receiver) {
 		/* another thread receives: sleep as the channel's reader */
-		struct pollfd one = { .fd = fd, .events = POLLIN };
+		struct pollfd one = { .fd = w->fd, .events = POLLIN };
 
 		return poll(&one, 1, -1) < 0 ? -1 : 0;
 	}
+	STAT_INC(nic, waits_slept);
 	nfds = nic->net->rx_fds(nic, fds, ARRAY_SIZE(fds));
 	for (int i = 0; i < nfds; i++)
 		pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
 	pfd[nfds++] = (struct pollfd){ .fd = nic->doorbell_fd, .events = POLLIN };
-	pfd[nfds] = (struct pollfd){ .fd = fd, .events = POLLIN };
+	pfd[nfds] = (struct pollfd){ .fd = w->fd, .events = POLLIN };
 	for (;;) {
 		if (ppoll(pfd, nfds + 1, NULL, NULL) < 0) {
 			err = errno;	/* EINTR: a signal, as a read's */
@@ -454,6 +534,9 @@ int uroce_engine_wait(struct uroce_nic *nic, int fd, const bool *done)
 out:
 	if (!receiver)
 		return 0;
+	if (max && !err)
+		wait_poll_adapt(w->poll_ns, uroce_now_ns() - start, max);
+left:
 	atomic_store(&nic->sleeper_left_ns, uroce_now_ns());
 	atomic_store(&nic->sleeper, false);
 	/* an engine asleep with no deadline soon enough would leave the

@@ -178,10 +178,19 @@ void uroce_engine_poll(struct uroce_nic *nic, uint64_t now, bool will_wait);
  * nic->live_qps stay allocated until it returns (uroce_nic_quiesce). */
 void uroce_engine_call(struct uroce_nic *nic,
 		       void (*fn)(struct uroce_nic *nic, void *arg), void *arg);
-/* Sleeps until fd (a blocking completion channel's) is readable or a
- * receive pass of this thread's sets *done, receiving for the process
- * meanwhile; -1 with errno EINTR on a signal. */
-int uroce_engine_wait(struct uroce_nic *nic, int fd, const bool *done);
+/* What a thread waits for in uroce_engine_wait: a completion channel's
+ * next event. */
+struct uroce_wait {
+	int fd;			/* the channel's pipe, which other threads'
+				 * events make readable */
+	const bool *raised;	/* set by this thread's own receive passes */
+	const atomic_bool *queued;	/* an event is queued, by any thread */
+	_Atomic uint64_t *poll_ns;	/* how long to poll first; adapted */
+};
+/* Sleeps until the event, receiving for the process meanwhile, after
+ * polling for up to *w->poll_ns, which it adapts to how soon the wait
+ * ended; -1 with errno EINTR on a signal. */
+int uroce_engine_wait(struct uroce_nic *nic, const struct uroce_wait *w);
 /* An application thread stops receiving for now: its poll returned
  * completions, or (will_wait) it armed a CQ to wait for an event. */
 void uroce_engine_app_left(struct uroce_nic *nic, bool will_wait);

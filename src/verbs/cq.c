@@ -127,6 +127,7 @@ static void channel_post(struct uroce_comp_channel *ch, struct uroce_cq *cq)
 			ch->ev_head = cq;
 		ch->ev_tail = cq;
 		wake = ch->ev_head == cq;
+		atomic_store(&ch->queued, true);
 	}
 	pthread_mutex_unlock(&ch->lock);
 	if (wake)
@@ -150,6 +151,7 @@ static void channel_unlink_locked(struct uroce_comp_channel *ch,
 		ch->ev_tail = prev;
 	cq->ev_queued = false;
 	cq->ev_next = NULL;
+	atomic_store(&ch->queued, ch->ev_head != NULL);
 }
 
 UROCE_EXPORT struct ibv_comp_channel *
@@ -243,8 +245,14 @@ UROCE_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel,
 
 			waiting_on = ch;
 			waiting_raised = false;
-			err = uroce_engine_wait(nic, channel->fd,
-						&waiting_raised);
+			struct uroce_wait w = {
+				.fd = channel->fd,
+				.raised = &waiting_raised,
+				.queued = &ch->queued,
+				.poll_ns = &ch->poll_ns,
+			};
+
+			err = uroce_engine_wait(nic, &w);
 			waiting_on = NULL;
 			if (err)
 				return -1;
@@ -265,6 +273,7 @@ UROCE_EXPORT int ibv_get_cq_event(struct ibv_comp_channel *channel,
 			ch->ev_head = ucq->ev_next;
 			if (!ch->ev_head)
 				ch->ev_tail = NULL;
+			atomic_store(&ch->queued, ch->ev_head != NULL);
 			ucq->ev_queued = false;
 			ucq->ev_next = NULL;
 			/* destroy_cq waits until this one is acknowledged */

@@ -61,12 +61,11 @@ void uroce_engine_app_left(struct uroce_nic *nic, bool will_wait)
 	engine_app_left++;
 }
 
-int uroce_engine_wait(struct uroce_nic *nic, int fd, const bool *done)
+int uroce_engine_wait(struct uroce_nic *nic, const struct uroce_wait *w)
 {
-	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct pollfd p = { .fd = w->fd, .events = POLLIN };
 
 	(void)nic;
-	(void)done;
 	return poll(&p, 1, -1) < 0 ? -1 : 0;
 }
 

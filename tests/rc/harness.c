@@ -728,6 +728,30 @@ void h_post_recv(struct h_ep *ep, uint64_t wr_id, struct ibv_sge *sge, int nsge)
 	H_OK(ibv_post_recv(ep->qp, &wr, &bad));
 }
 
+void h_post_recv_slots(struct h_ep *ep, const struct h_buf *b, unsigned n,
+		       uint32_t size)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct ibv_sge sge = { (uintptr_t)b->mem + (size_t)size * i,
+				       size, b->mr->lkey };
+
+		h_post_recv(ep, i, &sge, 1);
+	}
+}
+
+void h_recv_slot_done(struct h_ep *ep, const struct h_buf *b,
+		      const struct ibv_wc *wc, uint32_t size, uint64_t seq)
+{
+	uint8_t *slot = b->mem + (size_t)size * wc->wr_id;
+	struct ibv_sge sge = { (uintptr_t)slot, size, b->mr->lkey };
+	uint64_t got;
+
+	H_EQ(wc->byte_len, size);
+	memcpy(&got, slot, sizeof(got));
+	H_EQ(got, seq);
+	h_post_recv(ep, wc->wr_id, &sge, 1);
+}
+
 bool h_poll(struct ibv_cq *cq, struct ibv_wc *wc, unsigned timeout_ms)
 {
 	uint64_t end = h_now_ns() + (uint64_t)timeout_ms * 1000000ull;

@@ -232,6 +232,15 @@ void h_post_atomic(struct h_ep *ep, uint64_t wr_id, enum ibv_wr_opcode op,
 		   uint32_t rkey, uint64_t compare_add, uint64_t swap);
 void h_post_recv(struct h_ep *ep, uint64_t wr_id, struct ibv_sge *sge,
 		 int nsge);
+/* n receives of size bytes each, the i-th (wr_id i) at b->mem + i * size:
+ * a ring of message slots, each reposted with h_post_recv as it is used. */
+void h_post_recv_slots(struct h_ep *ep, const struct h_buf *b, unsigned n,
+		       uint32_t size);
+/* A message received into one of those slots (wc's wr_id): checks that it
+ * is size bytes long and starts with the 8-byte sequence number seq, and
+ * posts the slot again. */
+void h_recv_slot_done(struct h_ep *ep, const struct h_buf *b,
+		      const struct ibv_wc *wc, uint32_t size, uint64_t seq);
 
 /* One completion within timeout_ms; false if none came. */
 bool h_poll(struct ibv_cq *cq, struct ibv_wc *wc, unsigned timeout_ms);

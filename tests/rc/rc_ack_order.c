@@ -77,12 +77,7 @@ static void target(struct h_proc *p, struct ibv_comp_channel *ch,
 	uint64_t sent_done = 0, answered = 0, seed = 91;
 	uint64_t deadline = h_now_ns() + 60ull * 1000000000ull;
 
-	for (uint64_t i = 0; i < DEPTH; i++) {
-		struct ibv_sge sge = { (uintptr_t)b->mem + MSG * i, MSG,
-				       b->mr->lkey };
-
-		h_post_recv(ep, i, &sge, 1);
-	}
+	h_post_recv_slots(ep, b, DEPTH, MSG);
 	if (ch) {
 		H_OK(ibv_req_notify_cq(ep->scq, 0));
 		H_OK(ibv_req_notify_cq(ep->rcq, 0));
@@ -141,12 +136,7 @@ static void initiator(struct h_proc *p, struct h_ep *ep, struct h_buf *b)
 {
 	uint64_t sent_done = 0, seed = 77;
 
-	for (uint64_t i = 0; i < DEPTH; i++) {
-		struct ibv_sge sge = { (uintptr_t)b->mem + MSG * i, MSG,
-				       b->mr->lkey };
-
-		h_post_recv(ep, i, &sge, 1);
-	}
+	h_post_recv_slots(ep, b, DEPTH, MSG);
 	h_sync(p->sock[0]);
 	for (uint64_t round = 0; round < ROUNDS; round++) {
 		struct ibv_sge sge = { (uintptr_t)b->mem + MSG * DEPTH, MSG,

@@ -17,16 +17,6 @@
 
 enum { ROUNDS = 2000, MSG = 64, DEPTH = 4 };
 
-static void post_recvs(struct h_ep *ep, struct h_buf *b)
-{
-	for (uint64_t i = 0; i < DEPTH; i++) {
-		struct ibv_sge sge = { (uintptr_t)b->mem + MSG * i, MSG,
-				       b->mr->lkey };
-
-		h_post_recv(ep, i, &sge, 1);
-	}
-}
-
 static void send_round(struct h_ep *ep, struct h_buf *b, uint64_t round)
 {
 	struct ibv_sge sge = { (uintptr_t)b->mem + MSG * DEPTH, MSG,
@@ -45,18 +35,11 @@ static void send_round(struct h_ep *ep, struct h_buf *b, uint64_t round)
 static void recv_round(struct h_ep *ep, struct h_buf *b, uint64_t round)
 {
 	struct ibv_wc wc;
-	uint64_t got;
 
 	if (!h_poll(ep->rcq, &wc, H_WC_TIMEOUT_MS))
 		h_fail("round %" PRIu64 ": nothing received", round);
 	H_CHECK(wc.status == IBV_WC_SUCCESS);
-	H_EQ(wc.byte_len, MSG);
-	memcpy(&got, b->mem + MSG * wc.wr_id, sizeof(got));
-	H_EQ(got, round);
-	struct ibv_sge sge = { (uintptr_t)b->mem + MSG * wc.wr_id, MSG,
-			       b->mr->lkey };
-
-	h_post_recv(ep, wc.wr_id, &sge, 1);
+	h_recv_slot_done(ep, b, &wc, MSG, round);
 }
 
 static void run(struct h_proc *p)
@@ -72,7 +55,7 @@ static void run(struct h_proc *p)
 	h_ep_create(p, &ep, &c);
 	h_buf_alloc(p, &b, MSG * (DEPTH + 1), IBV_ACCESS_LOCAL_WRITE);
 	h_ep_connect(p, &ep, p->sock[0]);
-	post_recvs(&ep, &b);
+	h_post_recv_slots(&ep, &b, DEPTH, MSG);
 	h_sync(p->sock[0]);
 	for (uint64_t round = 0; round < ROUNDS; round++) {
 		if (p->role == 0) {

@@ -25,16 +25,6 @@
 enum { ROUNDS = 2000, MSG = 64, DEPTH = 4, IDLE_MS = 300 };
 enum mode { POLL, SLEEP };
 
-static void post_recvs(struct h_ep *ep, struct h_buf *b)
-{
-	for (uint64_t i = 0; i < DEPTH; i++) {
-		struct ibv_sge sge = { (uintptr_t)b->mem + MSG * i, MSG,
-				       b->mr->lkey };
-
-		h_post_recv(ep, i, &sge, 1);
-	}
-}
-
 /* Takes one completion of cq if there is one; fails on an error. */
 static bool take(struct ibv_cq *cq, struct ibv_wc *wc)
 {
@@ -84,16 +74,9 @@ static void recv_msg(struct ibv_comp_channel *ch, struct h_ep *ep,
 		     struct h_buf *b, uint64_t n)
 {
 	struct ibv_wc wc;
-	uint64_t got;
 
 	wait_recv(ch, ep, &wc);
-	H_EQ(wc.byte_len, MSG);
-	memcpy(&got, b->mem + MSG * wc.wr_id, sizeof(got));
-	H_EQ(got, n);
-	struct ibv_sge sge = { (uintptr_t)b->mem + MSG * wc.wr_id, MSG,
-			       b->mr->lkey };
-
-	h_post_recv(ep, wc.wr_id, &sge, 1);
+	h_recv_slot_done(ep, b, &wc, MSG, n);
 }
 
 static uint64_t cpu_ns(void)
@@ -121,17 +104,16 @@ static void run(struct h_proc *p)
 	c.channel = ch;
 	h_ep_create(p, &ep, &c);
 	h_buf_alloc(p, &b, MSG * (DEPTH + 1), IBV_ACCESS_LOCAL_WRITE);
+	h_post_recv_slots(&ep, &b, DEPTH, MSG);
 	h_ep_connect(p, &ep, p->sock[0]);
-	post_recvs(&ep, &b);
 	h_sync(p->sock[0]);
+	/* role 0 asks, role 1 answers */
 	for (uint64_t round = 0; round < ROUNDS; round++) {
-		if (p->role == 0) {
-			send_msg(&ep, &b, round);
+		if (p->role == 1)
 			recv_msg(ch, &ep, &b, round);
-		} else {
+		send_msg(&ep, &b, round);
+		if (p->role == 0)
 			recv_msg(ch, &ep, &b, round);
-			send_msg(&ep, &b, round);
-		}
 	}
 	/* the idle wait: role 1 sends its last message IDLE_MS after go */
 	if (p->role == 0) {

@@ -24,16 +24,12 @@ void h_post_rdma(struct h_ep *ep, uint64_t wr_id, enum ibv_wr_opcode op,
 		 struct ibv_sge *sge, int nsge, unsigned flags,
 		 uint64_t raddr, uint32_t rkey, uint32_t imm)
 {
-	struct ibv_send_wr wr = { 0 }, *bad = NULL;
+	struct ibv_send_wr wr = {
+		.wr_id = wr_id, .sg_list = sge, .num_sge = nsge, .opcode = op,
+		.send_flags = flags, .imm_data = imm,
+		.wr.rdma = { .remote_addr = raddr, .rkey = rkey },
+	}, *bad = NULL;
 
-	wr.wr_id = wr_id;
-	wr.sg_list = sge;
-	wr.num_sge = nsge;
-	wr.opcode = op;
-	wr.send_flags = flags;
-	wr.imm_data = imm;
-	wr.wr.rdma.remote_addr = raddr;
-	wr.wr.rdma.rkey = rkey;
 	H_OK(ibv_post_send(ep->qp, &wr, &bad));
 }
 
@@ -41,17 +37,13 @@ void h_post_atomic(struct h_ep *ep, uint64_t wr_id, enum ibv_wr_opcode op,
 		   struct ibv_sge *sge, unsigned flags, uint64_t raddr,
 		   uint32_t rkey, uint64_t compare_add, uint64_t swap)
 {
-	struct ibv_send_wr wr = { 0 }, *bad = NULL;
+	struct ibv_send_wr wr = {
+		.wr_id = wr_id, .sg_list = sge, .num_sge = 1, .opcode = op,
+		.send_flags = flags,
+		.wr.atomic = { .remote_addr = raddr, .rkey = rkey,
+			       .compare_add = compare_add, .swap = swap },
+	}, *bad = NULL;
 
-	wr.wr_id = wr_id;
-	wr.sg_list = sge;
-	wr.num_sge = 1;
-	wr.opcode = op;
-	wr.send_flags = flags;
-	wr.wr.atomic.remote_addr = raddr;
-	wr.wr.atomic.rkey = rkey;
-	wr.wr.atomic.compare_add = compare_add;
-	wr.wr.atomic.swap = swap;
 	H_OK(ibv_post_send(ep->qp, &wr, &bad));
 }
 

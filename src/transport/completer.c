@@ -503,9 +503,7 @@ out:
  */
 static bool probe_tail(struct uroce_qp *qp)
 {
-	uint32_t last = psn_add(qp->req.max_psn, PSN_MASK);
-
-	uint32_t i;
+	uint32_t last = psn_add(qp->req.max_psn, PSN_MASK), i;
 
 	if (qp->comp.probe_backoff || qp->req.psn != qp->req.max_psn)
 		return false;

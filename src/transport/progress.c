@@ -321,8 +321,52 @@ static void *engine_main(void *arg)
 	return NULL;
 }
 
+/* uroce_engine_call for a thread that polls: whoever holds rx_lock, or
+ * waits for it, is already receiving, and a poller only adds contention,
+ * so it stands aside (false). */
+static bool engine_try_call(struct uroce_nic *nic,
+			    void (*fn)(struct uroce_nic *nic, void *arg),
+			    void *arg)
+{
+	if (atomic_load_explicit(&nic->rx_callers, memory_order_relaxed) ||
+	    pthread_mutex_trylock(&nic->rx_lock))
+		return false;
+	engine_enter(nic);
+	fn(nic, arg);
+	engine_leave(nic);
+	pthread_mutex_unlock(&nic->rx_lock);
+	return true;
+}
+
+struct app_poll {
+	uint64_t now;
+	bool will_wait;
+};
+
+static void app_poll_call(struct uroce_nic *nic, void *arg)
+{
+	const struct app_poll *ap = arg;
+
+	/* ACKs kept for answers that have not come (see receive.c) */
+	uroce_flush_acks(nic);
+	uroce_cq_hold_wakes();
+	engine_receive(nic, SOCKETS_WHEN_DUE);
+	/* a thread about to sleep answers nothing soon */
+	if (ap->will_wait)
+		uroce_flush_acks(nic);
+	else
+		uroce_settle_app_acks(nic, ap->now);
+	uroce_cq_release_wakes();
+	/* if the application neither answers nor polls, the engine sends
+	 * them */
+	if (nic->n_acks_owed)
+		uroce_nic_kick(nic, ap->now + ENGINE_DEFER_NS);
+}
+
 void uroce_engine_poll(struct uroce_nic *nic, uint64_t now, bool will_wait)
 {
+	struct app_poll ap = { .now = now, .will_wait = will_wait };
+
 	if (!will_wait) {
 		uint64_t was = atomic_exchange(&nic->app_poll_ns, now);
 
@@ -334,27 +378,7 @@ void uroce_engine_poll(struct uroce_nic *nic, uint64_t now, bool will_wait)
 		if (now - was >= ENGINE_DEFER_NS)
 			uroce_nic_kick(nic, now + ENGINE_TIMER_TICK_NS);
 	}
-	/* Whoever holds rx_lock is already receiving: nothing to add. */
-	if (atomic_load_explicit(&nic->rx_callers, memory_order_relaxed) ||
-	    pthread_mutex_trylock(&nic->rx_lock))
-		return;
-	engine_enter(nic);
-	/* ACKs kept for answers that have not come (see receive.c) */
-	uroce_flush_acks(nic);
-	uroce_cq_hold_wakes();
-	engine_receive(nic, SOCKETS_WHEN_DUE);
-	/* a thread about to sleep answers nothing soon */
-	if (will_wait)
-		uroce_flush_acks(nic);
-	else
-		uroce_settle_app_acks(nic, now);
-	uroce_cq_release_wakes();
-	/* if the application neither answers nor polls, the engine sends
-	 * them */
-	if (nic->n_acks_owed)
-		uroce_nic_kick(nic, now + ENGINE_DEFER_NS);
-	engine_leave(nic);
-	pthread_mutex_unlock(&nic->rx_lock);
+	engine_try_call(nic, app_poll_call, &ap);
 }
 
 void uroce_engine_call(struct uroce_nic *nic,
@@ -430,19 +454,11 @@ static bool wait_poll(struct uroce_nic *nic, const struct uroce_wait *w,
 		      uint64_t budget)
 {
 	uint64_t start = uroce_now_ns(), now = start;
+	enum rx_sockets sockets = SOCKETS_WHEN_DUE;
 
 	do {
 		uroce_sh_note_poll(nic, now);
-		if (!atomic_load_explicit(&nic->rx_callers,
-					  memory_order_relaxed) &&
-		    !pthread_mutex_trylock(&nic->rx_lock)) {
-			enum rx_sockets sockets = SOCKETS_WHEN_DUE;
-
-			engine_enter(nic);
-			receive_call(nic, &sockets);
-			engine_leave(nic);
-			pthread_mutex_unlock(&nic->rx_lock);
-		}
+		engine_try_call(nic, receive_call, &sockets);
 		if (*w->raised || atomic_load(w->queued))
 			return true;
 		cpu_relax();

@@ -350,7 +350,10 @@ static void app_poll_call(struct uroce_nic *nic, void *arg)
 	/* ACKs kept for answers that have not come (see receive.c) */
 	uroce_flush_acks(nic);
 	uroce_cq_hold_wakes();
-	engine_receive(nic, SOCKETS_WHEN_DUE);
+	/* A thread about to sleep looks at the sockets as it goes to sleep
+	 * (uroce_engine_wait) or leaves them to the engine: looking here as
+	 * well costs each sleep a system call or two more. */
+	engine_receive(nic, ap->will_wait ? SOCKETS_SKIP : SOCKETS_WHEN_DUE);
 	/* a thread about to sleep answers nothing soon */
 	if (ap->will_wait)
 		uroce_flush_acks(nic);

@@ -1,0 +1,154 @@
+/*
+ * What the transport hands a link and gets from it: addresses, packets
+ * and the backend's operations.
+ */
+#ifndef UROCE_NET_LINK_H
+#define UROCE_NET_LINK_H
+
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "params.h"
+
+/* ---- addresses ----------------------------------------------------------- */
+
+union uroce_sockaddr {
+	struct sockaddr sa;
+	struct sockaddr_in in4;
+	struct sockaddr_in6 in6;
+	struct sockaddr_storage ss;
+};
+
+/* The IP address in sa: a struct in_addr or a struct in6_addr. */
+static inline const void *uroce_sockaddr_ip(const union uroce_sockaddr *sa)
+{
+	return sa->sa.sa_family == AF_INET ? (const void *)&sa->in4.sin_addr
+					   : (const void *)&sa->in6.sin6_addr;
+}
+
+/* ::ffff:a.b.c.d GIDs map to AF_INET, everything else to AF_INET6. */
+void uroce_gid_to_sockaddr(const union ibv_gid *gid, uint16_t port,
+			   union uroce_sockaddr *out);
+void uroce_sockaddr_to_gid(const union uroce_sockaddr *sa, union ibv_gid *gid);
+bool uroce_sockaddr_same_ip(const union uroce_sockaddr *a,
+			    const union uroce_sockaddr *b);
+
+struct uroce_gid_entry {
+	union ibv_gid gid;
+	unsigned ifindex;
+};
+
+/* ---- packets between transport and network backend ---------------------- */
+
+/* One RoCEv2 datagram being sent: UDP payload = iov[0..niov). The transport
+ * fills hdr (BTH + extension headers) and trailer (pad + ICRC) and points the
+ * payload iovecs straight at registered memory (zero copy). */
+enum { UROCE_TX_IOV = UROCE_MAX_SGE + 2 };
+
+struct uroce_txpkt {
+	const union uroce_sockaddr *dst;	/* peer IP, port 4791 */
+	const union uroce_sockaddr *src;	/* our IP (the SGID), port ignored */
+	uint32_t len;				/* UDP payload bytes */
+	unsigned niov;
+	struct iovec iov[UROCE_TX_IOV];
+	uint8_t hdr[UROCE_MAX_HDR];
+	uint8_t trailer[8];
+};
+
+/*
+ * UDP GSO: consecutive packets of one QP with the same addresses, all of one
+ * length except a shorter last one, leave as one datagram that the kernel
+ * (or the NIC) cuts into segments.  Segment k of such a run carries IPv4
+ * identification k (base 0 on an unconnected DF socket), which the ICRC
+ * covers, so the transport and the backend must agree on the runs: both use
+ * this function.
+ */
+enum {
+	UROCE_GSO_MAX_SEGS = 64,
+	UROCE_GSO_MAX_BYTES = 65535 - 40 - 8,	/* one IPv6 datagram */
+	UROCE_GSO_MAX_IOV = 256,
+};
+
+static inline unsigned uroce_gso_run(const struct uroce_txpkt *pkts,
+				     unsigned n)
+{
+	size_t bytes = pkts[0].len;
+	unsigned iovs = pkts[0].niov, k = 1;
+
+	while (k < n && k < UROCE_GSO_MAX_SEGS &&
+	       pkts[k - 1].len == pkts[0].len && pkts[k].len <= pkts[0].len &&
+	       bytes + pkts[k].len <= UROCE_GSO_MAX_BYTES &&
+	       iovs + pkts[k].niov <= UROCE_GSO_MAX_IOV &&
+	       pkts[k].dst == pkts[0].dst && pkts[k].src == pkts[0].src) {
+		bytes += pkts[k].len;
+		iovs += pkts[k].niov;
+		k++;
+	}
+	return k;
+}
+
+/* One received datagram.  data/len cover the UDP payload (BTH .. ICRC).
+ * Buffers belong to the backend and stay valid until its next recv call. */
+struct uroce_rxpkt {
+	uint8_t *data;
+	uint32_t len;
+	union uroce_sockaddr src;	/* peer IP and UDP source port */
+	union uroce_sockaddr dst;	/* our IP it was sent to, UDP dest port */
+	uint8_t tos;			/* IPv4 TOS / IPv6 traffic class (ECN) */
+};
+
+struct uroce_nic;
+
+/* A network backend: how RoCEv2 datagrams leave and enter this process. */
+struct uroce_net_ops {
+	const char *name;
+	/* Bind the shared RoCEv2 port; allocate nic->slot. */
+	int (*open)(struct uroce_nic *nic);
+	void (*close)(struct uroce_nic *nic);
+	/* A transmit endpoint for one UDP source port and address family,
+	 * or with sport 0 one of its own on a port the kernel picks (see
+	 * tx_sport).  Returns a handle >= 0 or -errno. */
+	int (*tx_open)(struct uroce_nic *nic, int family, uint16_t sport);
+	/* The UDP source port a transmit endpoint sends from. */
+	uint16_t (*tx_sport)(struct uroce_nic *nic, int tx);
+	/* Capture every packet sent and received into a pcap file from now
+	 * on (path NULL: stop); the file being written, or NULL. */
+	int (*capture)(struct uroce_nic *nic, const char *path);
+	const char *(*capture_path)(struct uroce_nic *nic);
+	void (*tx_close)(struct uroce_nic *nic, int tx);
+	/* Ask for the datagrams that peer sends from UDP port peer_sport to
+	 * self to be delivered to this process directly, for as long as tx
+	 * is open.  Optional and best effort; -errno when it cannot. */
+	int (*steer)(struct uroce_nic *nic, int tx,
+		     const union uroce_sockaddr *self,
+		     const union uroce_sockaddr *peer, uint16_t peer_sport);
+	/* Send n datagrams; returns how many left (>= 0) or -errno. */
+	int (*xmit)(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
+		    unsigned n);
+	/* File descriptors the engine polls for POLLIN before calling recv. */
+	int (*rx_fds)(struct uroce_nic *nic, int *fds, int max);
+	/* Receive up to max packets without blocking; 0 when none.  Sets
+	 * *drained when another call would most likely find nothing. */
+	int (*recv)(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
+		    unsigned max, bool *drained);
+	/* Hand a received datagram to the process of another slot; -errno
+	 * when no process has that slot. */
+	int (*forward)(struct uroce_nic *nic, unsigned slot,
+		       const struct uroce_rxpkt *rx);
+	/* CM service IDs, held host-wide: claim one for this process
+	 * (-EADDRINUSE if any process holds it), release it, and hand a
+	 * received datagram to the process that holds one (-errno if none
+	 * does). */
+	int (*sid_claim)(struct uroce_nic *nic, uint64_t sid);
+	void (*sid_release)(struct uroce_nic *nic, uint64_t sid);
+	int (*sid_forward)(struct uroce_nic *nic, uint64_t sid,
+			   const struct uroce_rxpkt *rx);
+};
+
+extern const struct uroce_net_ops uroce_net_udp;
+
+#endif

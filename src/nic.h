@@ -1,0 +1,167 @@
+/*
+ * The NIC: one per process, shared by every open context (nic.c).
+ */
+#ifndef UROCE_NIC_H
+#define UROCE_NIC_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "config.h"
+#include "macros.h"
+#include "net/faults.h"
+#include "net/link.h"
+#include "stats.h"
+
+struct uroce_qp;
+struct uroce_mr;
+struct uroce_mw;
+struct uroce_cm;
+struct uroce_sh;
+struct uroce_sh_peer;
+
+struct uroce_nic {
+	pthread_mutex_t lock;		/* object tables; never on the datapath */
+	int refcnt;
+	const struct uroce_config *cfg;
+
+	const struct uroce_net_ops *net;
+	void *net_priv;			/* backend state */
+	bool gso;			/* the backend sends uroce_gso_run()s */
+	unsigned slot;			/* this process's QPN slot (1..) */
+	bool served;			/* by the per-host service, uroced */
+	bool service;			/* this process is uroced */
+	/* capturing or injecting faults since `uroce` said so: the
+	 * same-host path stands aside, so every packet is on the wire */
+	atomic_bool wire_only;
+	/* `uroce`'s view into the process (control.c) */
+	int ctl_fd, ctl_wake;
+	pthread_t ctl_thread;
+	bool ctl_running;
+	char faults_spec[128];		/* set at run time; under lock */
+
+	struct uroce_gid_entry gids[UROCE_GID_TBL_LEN];
+	int num_gids;
+
+	/* QPN index -> QP; readers in the engine load without a lock and rely
+	 * on uroce_nic_quiesce() before an object is freed. */
+	_Atomic(struct uroce_qp *) qps[UROCE_MAX_QP + 1];
+	_Atomic(struct uroce_qp *) live_qps[UROCE_MAX_QP + 1];
+	atomic_int num_live_qps;
+	unsigned next_qp_index;
+
+	/* XRC SRQ number -> SRQ, for the XRCETH of arriving requests; the
+	 * engine reads it under rx_lock, which destroy_srq takes */
+	_Atomic(struct uroce_srq *) srqs[UROCE_MAX_SRQ + 1];
+	unsigned next_srq_index;
+
+	/* key index -> MR; app threads take mr_lock for reading, the engine
+	 * reads without it under the same quiesce rule. */
+	pthread_rwlock_t mr_lock;
+	_Atomic(struct uroce_mr *) *mrs;	/* UROCE_MAX_MR + 1 entries */
+	unsigned next_mr_index;
+
+	/* progress engine (transport/progress.c) */
+	pthread_t engine;
+	int wake_fd;			/* eventfd: timers re-armed earlier */
+	int leave_fd;			/* eventfd: the poller left, receive */
+	int doorbell_fd;		/* eventfd: same-host peers sent */
+	/* An application thread asleep in ibv_get_cq_event that receives
+	 * for the process meanwhile (one at a time), and when the last one
+	 * woke: the engine stays off the sockets (uroce_engine_wait). */
+	atomic_bool sleeper;
+	atomic_uint_fast64_t sleeper_left_ns;
+	atomic_bool engine_sleeper_wait;	/* asleep with no deadline */
+	atomic_bool stop;
+	atomic_uint_fast64_t engine_sleep_until;	/* ns, CLOCK_MONOTONIC */
+	/* ns of the last time an application thread polled an empty CQ and
+	 * received for itself: the engine leaves receiving to it meanwhile.
+	 * 0 once the thread stopped receiving where only the engine can make
+	 * progress (see uroce_engine_app_left). */
+	atomic_uint_fast64_t app_poll_ns;
+	atomic_bool engine_deferring;	/* asleep, leaving the sockets to it */
+	/* between waking and deciding how long to sleep next: it reads
+	 * sh_hold_ns after this turns false (transport/requester.c,
+	 * sh_engine_due) */
+	atomic_bool engine_awake;
+	/* ns of the last WRITE, READ or atomic request received: this
+	 * process is a target that the engine must serve promptly */
+	atomic_uint_fast64_t one_sided_rx_ns;
+	struct uroce_rxpkt rx_pkts[UROCE_RX_BATCH];	/* under rx_lock */
+	/* QPs owing an ACK (resp.ack_listed), under rx_lock: see
+	 * uroce_flush_acks() */
+	struct uroce_qp *acks_owed[UROCE_RX_BATCH];
+	unsigned n_acks_owed;
+	/* of those, kept for an application's answer (resp.ack_waits_ns);
+	 * read without rx_lock */
+	atomic_uint acks_waiting;
+	pthread_mutex_t rx_lock;	/* one receiver at a time keeps order */
+	/* RC QPs holding requests back for company (uroce_req_hold) */
+	pthread_mutex_t held_lock;
+	struct uroce_qp **held;		/* UROCE_MAX_QP entries */
+	atomic_uint n_held;
+	atomic_uint release_gen;	/* uroce_req_release_held() calls */
+	/* ns of the application's last call of it (a poll, an event
+	 * request), and of the last same-host hold, after which the engine
+	 * comes back within UROCE_SH_HOLD_NS */
+	atomic_uint_fast64_t app_release_ns, sh_hold_ns;
+	/* IPv4 senders' identification habits (receive.c), under rx_lock */
+	struct uroce_id_habit {
+		uint32_t addr;		/* network order; 0: none yet */
+		bool any_id;
+		uint8_t strikes;
+	} id_habits[1 << UROCE_ID_HABITS_LOG2];
+	/* uroce_engine_call()s waiting for rx_lock: the engine and pollers,
+	 * which retake it the moment they drop it (a mutex is not fair),
+	 * stand aside for them */
+	atomic_uint rx_callers;
+	atomic_uint engine_seq;		/* odd while touching QPs/MRs */
+
+	/* reliable QPs with packets unacknowledged: they share the
+	 * in-flight budget (transport/requester.c) */
+	atomic_uint active_senders;
+
+	/* objects counted against the limits ibv_query_device advertises
+	 * (QPs, MRs and windows are bounded by their tables) */
+	struct {
+		atomic_uint pd, cq, ah, srq;
+	} used;
+
+	struct uroce_faults faults;	/* guarded by rx_lock */
+	struct uroce_stats stats;
+
+	/* QP1 and the connection manager (src/cm/) */
+	struct {
+		pthread_mutex_t lock;	/* opening the endpoints */
+		int tx4, tx6;		/* transmit endpoints, -1 until used */
+		uint16_t sport4, sport6;	/* and their source ports */
+		atomic_uint psn;
+	} gsi;
+	struct uroce_cm *cm;
+	struct uroce_sh *sh;		/* same-host path (src/samehost/), or NULL */
+};
+
+/* Take / release the process NIC (created on first open_device). */
+struct uroce_nic *uroce_nic_get(void);
+/* Counts one more object against limit; false (the caller fails with
+ * ENOMEM, as a NIC out of resources) when that many exist already. */
+static inline bool uroce_nic_take(atomic_uint *used, unsigned limit)
+{
+	unsigned n = atomic_load(used);
+
+	do {
+		if (n >= limit)
+			return false;
+	} while (!atomic_compare_exchange_weak(used, &n, n + 1));
+	return true;
+}
+void uroce_nic_put(struct uroce_nic *nic);
+/* Wait until the engine no longer uses any QP/MR pointer it may have loaded
+ * before the caller unpublished one. */
+void uroce_nic_quiesce(struct uroce_nic *nic);
+/* Make the engine re-evaluate its timers now (cheap when not needed). */
+void uroce_nic_kick(struct uroce_nic *nic, uint64_t deadline_ns);
+
+uint64_t uroce_now_ns(void);
+
+#endif

@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "net/ip_header.h"
 #include "net/pcap.h"
 #include "transport/icrc.h"
 
@@ -42,10 +43,8 @@ enum {
 	PCAP_SNAPLEN = 65535,		/* frames are at most MTU-sized */
 	LINKTYPE_ETHERNET = 1,
 	ETH_HDR = 14,
-	IP4_HDR = 20,
-	IP6_HDR = 40,
 	UDP_HDR = 8,
-	FRAME_HDR_MAX = ETH_HDR + IP6_HDR + UDP_HDR,
+	FRAME_HDR_MAX = ETH_HDR + UROCE_IP6_HDR + UDP_HDR,
 	DEFAULT_TTL = 64,		/* if the kernel will not say */
 };
 
@@ -239,31 +238,9 @@ static size_t build_headers(uint8_t *f, const struct frame_ip *ip,
 	fake_mac(f, ip->dst);
 	fake_mac(f + 6, ip->src);
 	put16(f + 12, v4 ? 0x0800 : 0x86DD);
-	if (v4) {
-		memset(h, 0, IP4_HDR);
-		h[0] = 0x45;
-		h[1] = ip->tos;
-		put16(h + 2, IP4_HDR + udp_len);
-		put16(h + 4, ip->ip_id);
-		put16(h + 6, 0x4000);			/* DF */
-		h[8] = ip->ttl;
-		h[9] = IPPROTO_UDP;
-		memcpy(h + 12, ip_bytes(ip->src), 4);
-		memcpy(h + 16, ip_bytes(ip->dst), 4);
-		put16(h + 10, csum_fold(csum_add(0, h, IP4_HDR,
-						 &(bool){ false })));
-		u = h + IP4_HDR;
-	} else {
-		h[0] = 0x60 | ip->tos >> 4;
-		h[1] = ip->tos << 4;
-		h[2] = h[3] = 0;			/* flow label */
-		put16(h + 4, udp_len);
-		h[6] = IPPROTO_UDP;
-		h[7] = ip->ttl;
-		memcpy(h + 8, ip_bytes(ip->src), 16);
-		memcpy(h + 24, ip_bytes(ip->dst), 16);
-		u = h + IP6_HDR;
-	}
+	u = h + uroce_ip_header(h, &(struct uroce_ip_fields){
+			.src = ip->src, .dst = ip->dst, .payload = udp_len,
+			.id = ip->ip_id, .tos = ip->tos, .ttl = ip->ttl });
 	put16(u, sa_port(ip->src));
 	put16(u + 2, sa_port(ip->dst));
 	put16(u + 4, udp_len);

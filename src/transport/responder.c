@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <string.h>
 
+#include "net/ip_header.h"
 #include "transport/hdr.h"
 #include "transport/opcode.h"
 #include "transport/responder.h"
@@ -514,39 +515,16 @@ enum { WC_SL_IPV6 = 0x1, WC_SL_IPV4 = 0x2, WC_SL_ROCE_V2 = 0x8 };
 static void ud_grh(const struct uroce_pkt *pkt, uint8_t *grh)
 {
 	const struct uroce_rxpkt *rx = pkt->rx;
-	uint32_t udp_len = 8 + rx->len;
+	bool v4 = rx->src.sa.sa_family == AF_INET;
 
 	memset(grh, 0, UROCE_GRH_LEN);
-	if (rx->src.sa.sa_family == AF_INET) {
-		uint8_t *ip = grh + 20;
-		uint32_t sum = 0;
-
-		ip[0] = 0x45;
-		ip[1] = rx->tos;
-		ip[2] = (20 + udp_len) >> 8;
-		ip[3] = 20 + udp_len;
-		ip[6] = 0x40;		/* DF; the ID is not visible to us */
-		ip[8] = 64;		/* nor the TTL: the usual default */
-		ip[9] = IPPROTO_UDP;
-		memcpy(ip + 12, &rx->src.in4.sin_addr, 4);
-		memcpy(ip + 16, &rx->dst.in4.sin_addr, 4);
-		for (int i = 0; i < 20; i += 2)
-			sum += (uint32_t)ip[i] << 8 | ip[i + 1];
-		while (sum >> 16)
-			sum = (sum & 0xffff) + (sum >> 16);
-		ip[10] = ~sum >> 8;
-		ip[11] = ~sum;
-	} else {
-		uint32_t vtf = htonl(6u << 28 | (uint32_t)rx->tos << 20);
-
-		memcpy(grh, &vtf, 4);
-		grh[4] = udp_len >> 8;
-		grh[5] = udp_len;
-		grh[6] = IPPROTO_UDP;
-		grh[7] = 64;
-		memcpy(grh + 8, &rx->src.in6.sin6_addr, 16);
-		memcpy(grh + 24, &rx->dst.in6.sin6_addr, 16);
-	}
+	/* neither the IPv4 ID nor the TTL is visible to us: 0 and the usual
+	 * default */
+	uroce_ip_header(v4 ? grh + UROCE_GRH_LEN - UROCE_IP4_HDR : grh,
+			&(struct uroce_ip_fields){
+				.src = &rx->src, .dst = &rx->dst,
+				.payload = 8 + rx->len, .tos = rx->tos,
+				.ttl = 64 });
 }
 
 /* UD (IBTA 9.8.4): single-packet SENDs checked against the Q_Key; with no

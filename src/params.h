@@ -2,6 +2,8 @@
 #ifndef UROCE_PARAMS_H
 #define UROCE_PARAMS_H
 
+#include <stdint.h>
+
 enum uroce_params {
 	UROCE_UDP_PORT = 4791,		/* IANA RoCEv2 destination port */
 	/* source port = base | process slot | flow class (uroce_qp_sport) */
@@ -120,6 +122,22 @@ enum uroce_params {
 
 /* UROCE_FAULTS=delay: at most this many datagrams are held back at once,
  * each behind 1..UROCE_FAULT_DELAY_MAX later arrivals. */
+/* A QPN's parts (24 bits: the owning process's slot, then its index). */
+static inline uint32_t uroce_qpn_slot(uint32_t qpn)
+{
+	return (qpn >> UROCE_QPN_SLOT_SHIFT) & (UROCE_MAX_SLOTS - 1);
+}
+
+static inline uint32_t uroce_qpn_index(uint32_t qpn)
+{
+	return qpn & UROCE_MAX_QP;
+}
+
+static inline uint32_t uroce_qpn(uint32_t slot, uint32_t index)
+{
+	return slot << UROCE_QPN_SLOT_SHIFT | index;
+}
+
 enum { UROCE_FAULT_DELAY_SLOTS = 8, UROCE_FAULT_DELAY_MAX = 64 };
 /* UROCE_FAULTS=tx_busy: how long the link stays busy once it is */
 #define UROCE_FAULT_BUSY_NS 60000000ull

@@ -401,7 +401,7 @@ static unsigned dest_slot(const uint8_t *bth)
 {
 	uint32_t qpn = (uint32_t)bth[5] << 16 | bth[6] << 8 | bth[7];
 
-	return qpn >> UROCE_QPN_SLOT_SHIFT;
+	return uroce_qpn_slot(qpn);
 }
 
 /* Fills rx->dst and rx->tos from the control messages of a UDP datagram;

@@ -627,7 +627,7 @@ void uroce_sh_attach(struct uroce_qp *qp)
 	struct uroce_nic *nic = qp->nic;
 	struct uroce_sh *sh = nic->sh;
 	uint32_t dest = qp->attr.dest_qp_num;
-	unsigned slot = dest >> UROCE_QPN_SLOT_SHIFT;
+	unsigned slot = uroce_qpn_slot(dest);
 	struct uroce_sh_peer *peer;
 
 	qp->sh_peer = NULL;

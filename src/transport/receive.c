@@ -129,11 +129,11 @@ static struct uroce_qp *parse(struct uroce_nic *nic, struct uroce_rxpkt *rx,
 	}
 
 	qpn = bth_qpn(bth);
-	if (qpn >> UROCE_QPN_SLOT_SHIFT != nic->slot) {
+	if (uroce_qpn_slot(qpn) != nic->slot) {
 		STAT_INC(nic, rx_unknown_qp);
 		return NULL;
 	}
-	qp = atomic_load(&nic->qps[qpn & UROCE_MAX_QP]);
+	qp = atomic_load(&nic->qps[uroce_qpn_index(qpn)]);
 	if (!qp || qp->ibqpx.qp_base.qp_num != qpn) {
 		STAT_INC(nic, rx_unknown_qp);
 		return NULL;

@@ -24,8 +24,8 @@ _Static_assert(24 - UROCE_QPN_SLOT_SHIFT + UROCE_SPORT_CLASS_BITS == 14,
 
 uint16_t uroce_qp_sport(uint32_t qpn)
 {
-	uint32_t slot = (qpn >> UROCE_QPN_SLOT_SHIFT) & (UROCE_MAX_SLOTS - 1);
-	uint32_t h = (qpn & UROCE_MAX_QP) * 0x9E3779B1u;
+	uint32_t slot = uroce_qpn_slot(qpn);
+	uint32_t h = uroce_qpn_index(qpn) * 0x9E3779B1u;
 
 	return UROCE_SPORT_BASE | slot << UROCE_SPORT_CLASS_BITS |
 	       h >> (32 - UROCE_SPORT_CLASS_BITS);
@@ -116,8 +116,7 @@ static int qp_publish(struct uroce_nic *nic, struct uroce_qp *qp)
 		if (atomic_load(&nic->qps[idx]))
 			continue;
 		qp->index = idx;
-		qp->ibqpx.qp_base.qp_num =
-			nic->slot << UROCE_QPN_SLOT_SHIFT | idx;
+		qp->ibqpx.qp_base.qp_num = uroce_qpn(nic->slot, idx);
 		atomic_store(&nic->qps[idx], qp);
 		int n = atomic_load(&nic->num_live_qps);
 		atomic_store(&nic->live_qps[n], qp);

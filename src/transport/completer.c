@@ -99,41 +99,6 @@ void uroce_comp_flush(struct uroce_qp *qp)
 }
 
 /*
- * Congestion window.  Go-back-N resends everything after a loss, so a
- * window that a lossy path (or a receiver's socket buffer) cannot carry
- * costs far more than it gains: the window halves at a loss, once per
- * window's worth of packets, and grows back by one packet in
- * CWND_GROWTH_DIV acknowledged (about an eighth a round trip).
- */
-#define CWND_GROWTH_DIV 8
-
-static void cwnd_grow(struct uroce_qp *qp, uint32_t acked)
-{
-	uint32_t max = qp->nic->cfg->window;
-
-	if (!qp->req.cwnd)
-		return;
-	qp->req.cwnd_acked += acked;
-	qp->req.cwnd += qp->req.cwnd_acked / CWND_GROWTH_DIV;
-	qp->req.cwnd_acked %= CWND_GROWTH_DIV;
-	if (qp->req.cwnd >= max)
-		qp->req.cwnd = 0;
-}
-
-static void cwnd_cut(struct uroce_qp *qp)
-{
-	uint32_t w = qp->req.cwnd ? qp->req.cwnd : qp->nic->cfg->window;
-
-	if (qp->comp.cut && psn_diff(qp->comp.psn, qp->comp.recover_psn) < 0)
-		return;		/* the same window's losses */
-	qp->comp.cut = true;
-	qp->comp.recover_psn = qp->req.max_psn;
-	w /= 2;
-	qp->req.cwnd = w > UROCE_MIN_WINDOW ? w : UROCE_MIN_WINDOW;
-	qp->req.cwnd_acked = 0;
-}
-
-/*
  * Spurious probes: a tail probe whose packet is acknowledged twice (C9-105:
  * the responder acknowledges a duplicate again) found the original had
  * arrived: the peer was slow, not the packet lost.  Each raises the QP's
@@ -253,7 +218,7 @@ static void comp_progress(struct uroce_qp *qp, uint32_t new_psn)
 	qp->comp.probe_backoff = 0;
 	if (qp->comp.rtt_sent_ns && psn_diff(new_psn, qp->comp.rtt_psn) > 0)
 		rtt_sample(qp, now);
-	cwnd_grow(qp, acked);
+	qp->cc.ops->acked(qp, acked);
 	/* acknowledged beyond where a rewind left the requester: skip ahead */
 	if (psn_diff(new_psn, qp->req.psn) > 0)
 		uroce_req_seek(qp, new_psn);
@@ -279,7 +244,7 @@ static void comp_rewind(struct uroce_qp *qp)
 	qp->comp.rewound = true;
 	qp->comp.rewound_psn = qp->comp.psn;
 	qp->comp.rtt_sent_ns = 0;
-	cwnd_cut(qp);
+	qp->cc.ops->lost(qp);
 	uroce_req_rewind(qp, qp->comp.psn);
 }
 

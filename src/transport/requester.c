@@ -77,10 +77,8 @@ void uroce_req_set_active(struct uroce_qp *qp, bool active)
 static uint32_t req_window(const struct uroce_qp *qp)
 {
 	uint32_t senders = atomic_load(&qp->nic->active_senders);
-	uint32_t w = qp->nic->cfg->window, share;
+	uint32_t w = qp->cc.ops->window(qp), share;
 
-	if (qp->req.cwnd && qp->req.cwnd < w)
-		w = qp->req.cwnd;
 	if (qp->sh_peer && w > UROCE_SH_WINDOW)
 		w = UROCE_SH_WINDOW;
 	if (senders <= 1)

@@ -221,6 +221,7 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,
 	qp->ctx = ctx;
 	qp->tx = -1;
 	qp->tx6 = -1;
+	qp->cc.ops = &uroce_cc_window;
 	qp->srq = attr->srq ? to_usrq(attr->srq) : NULL;
 	qp->xrcd = xrc_tgt ? to_uxrcd(attr->xrcd) : NULL;
 	if (qp->srq) {

@@ -5,6 +5,7 @@
 #ifndef UROCE_VERBS_QP_H
 #define UROCE_VERBS_QP_H
 
+#include "transport/cc.h"
 #include "verbs/objects.h"
 
 struct uroce_qp {
@@ -52,9 +53,6 @@ struct uroce_qp {
 		uint32_t rd_atomic_out;	/* READ/atomic requests in flight */
 		bool active;		/* counted in nic->active_senders */
 		bool held_listed;	/* in nic->held, under held_lock */
-		/* congestion window, packets (0 = the whole window): halved
-		 * at a loss, grown back as ACKs come (completer.c) */
-		uint32_t cwnd, cwnd_acked;
 		/* nic->release_gen when a WRITE last went the same-host way */
 		unsigned sh_gen;
 		uint64_t wait_until;	/* ns: RNR wait, UC/UD pacing or a busy
@@ -86,10 +84,8 @@ struct uroce_qp {
 		 * being timed (rtt_sent_ns 0 = none) */
 		uint32_t srtt_ns, rttvar_ns, rtt_psn;
 		uint64_t rtt_sent_ns;
-		/* the window was cut for the losses up to this PSN */
-		uint32_t recover_psn;
-		bool cut;
 	} comp;
+	struct uroce_cc cc;		/* congestion control (transport/cc.h) */
 
 	/* The ACK the responder owes, lock-free: any thread may claim it
 	 * whole, once (uroce_resp_take_ack), so that anything the requester

@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cm/cm.h"
 #include "control.h"
+#include "net/gid.h"
 #include "samehost/samehost.h"
 #include "transport/transport.h"
 #include "verbs/ops.h"
@@ -169,29 +169,4 @@ void uroce_nic_put(struct uroce_nic *nic)
 		the_nic = NULL;
 	}
 	pthread_mutex_unlock(&nic_global_lock);
-}
-
-void uroce_nic_quiesce(struct uroce_nic *nic)
-{
-	unsigned seq = atomic_load(&nic->engine_seq);
-	struct timespec pause = { 0, 20000 };
-
-	/* An even count means the engine is outside a section: whatever it
-	 * loads next already sees the caller's unpublish. */
-	if (!(seq & 1))
-		return;
-	while (atomic_load(&nic->engine_seq) == seq)
-		nanosleep(&pause, NULL);
-}
-
-void uroce_nic_kick(struct uroce_nic *nic, uint64_t deadline_ns)
-{
-	uint64_t one = 1;
-
-	if (deadline_ns < atomic_load(&nic->engine_sleep_until)) {
-		if (write(nic->wake_fd, &one, sizeof(one)) < 0) {
-			/* eventfd only fails when its counter is saturated,
-			 * which already means a wake-up is pending. */
-		}
-	}
 }

@@ -44,7 +44,7 @@ struct uroce_nic {
 	int num_gids;
 
 	/* QPN index -> QP; readers in the engine load without a lock and rely
-	 * on uroce_nic_quiesce() before an object is freed. */
+	 * on uroce_engine_quiesce() before an object is freed. */
 	_Atomic(struct uroce_qp *) qps[UROCE_MAX_QP + 1];
 	_Atomic(struct uroce_qp *) live_qps[UROCE_MAX_QP + 1];
 	atomic_int num_live_qps;
@@ -156,11 +156,6 @@ static inline bool uroce_nic_take(atomic_uint *used, unsigned limit)
 	return true;
 }
 void uroce_nic_put(struct uroce_nic *nic);
-/* Wait until the engine no longer uses any QP/MR pointer it may have loaded
- * before the caller unpublished one. */
-void uroce_nic_quiesce(struct uroce_nic *nic);
-/* Make the engine re-evaluate its timers now (cheap when not needed). */
-void uroce_nic_kick(struct uroce_nic *nic, uint64_t deadline_ns);
 
 uint64_t uroce_now_ns(void);
 

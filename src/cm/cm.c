@@ -13,6 +13,8 @@
 #include <sys/random.h>
 
 #include "cm/cm_id.h"
+#include "net/gid.h"
+#include "transport/transport.h"
 #include "verbs/ops.h"
 
 /* ---- ids ----------------------------------------------------------------- */
@@ -87,7 +89,7 @@ void cm_set_timer(struct uroce_cm_id *id, uint64_t deadline)
 	id->deadline = deadline;
 	if (deadline && deadline < atomic_load(&cm->next_deadline)) {
 		atomic_store(&cm->next_deadline, deadline);
-		uroce_nic_kick(cm->nic, deadline);
+		uroce_engine_kick(cm->nic, deadline);
 	}
 }
 

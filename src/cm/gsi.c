@@ -17,7 +17,7 @@
 
 #include "cm/cm.h"
 #include "transport/hdr.h"
-#include "transport/icrc.h"
+#include "net/icrc.h"
 #include "transport/opcode.h"
 #include "transport/transport.h"
 

@@ -10,7 +10,7 @@
  * - sent over IPv6: traffic class 0, flow label 0 (the kernel may put a
  *   flow hash there; the ICRC masks it), the default hop limit;
  * - received: the TOS / traffic class the socket reported; over IPv4 the
- *   identification recovered from the ICRC (transport/icrc.c; 0 if the ICRC
+ *   identification recovered from the ICRC (net/icrc.c; 0 if the ICRC
  *   is bad) with DF;
  * - always the UDP checksum computed as the kernel (or the NIC) does: uroce
  *   sends with checksums, which UDP GSO requires.
@@ -36,7 +36,7 @@
 
 #include "net/ip_header.h"
 #include "net/pcap.h"
-#include "transport/icrc.h"
+#include "net/icrc.h"
 
 enum {
 	PCAP_MAGIC_NS = 0xa1b23c4d,	/* nanosecond-resolution timestamps */

@@ -58,6 +58,17 @@ void udp_rx_unwatch(struct udp_priv *p, int fd)
 	atomic_fetch_add(&p->rx_set_gen, 1);
 }
 
+void udp_rx_quiesce(struct udp_priv *p)
+{
+	unsigned seq = atomic_load(&p->rx_seq);
+	struct timespec pause = { 0, 20000 };
+
+	if (!(seq & 1))
+		return;
+	while (atomic_load(&p->rx_seq) == seq)
+		nanosleep(&pause, NULL);
+}
+
 static void drain_shared(struct uroce_nic *nic, int fd, int family);
 
 static void udp_close(struct uroce_nic *nic)
@@ -645,8 +656,8 @@ static bool rx_socket(struct uroce_nic *nic, struct rx_pass *rp, int fd,
 	return got > 0;
 }
 
-static int udp_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
-		    unsigned max, bool *drained)
+static int recv_pass(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
+		     unsigned max, bool *drained)
 {
 	struct udp_priv *p = nic->net_priv;
 	struct epoll_event ev[RX_READY_MAX];
@@ -685,6 +696,18 @@ static int udp_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 	}
 	*drained = rp.drained;
 	return rp.out ? (int)rp.out : rp.err;
+}
+
+static int udp_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
+		    unsigned max, bool *drained)
+{
+	struct udp_priv *p = nic->net_priv;
+	int n;
+
+	atomic_fetch_add(&p->rx_seq, 1);
+	n = recv_pass(nic, pkts, max, drained);
+	atomic_fetch_add(&p->rx_seq, 1);
+	return n;
 }
 
 const struct uroce_net_ops uroce_net_udp = {

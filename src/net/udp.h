@@ -131,6 +131,7 @@ struct udp_priv {
 	enum rx_kind rx_hot_kind;
 	unsigned rx_hot_gen, rx_hot_calls;
 	atomic_uint rx_set_gen;		/* sockets removed from epfd */
+	atomic_uint rx_seq;		/* odd while a receive call runs */
 	struct mmsghdr msg[RX_MSGS];
 	struct iovec iov[RX_MSGS];
 	union uroce_sockaddr name[RX_MSGS];
@@ -150,6 +151,9 @@ static inline socklen_t addr_len(int family)
 /* udp.c */
 int udp_rx_watch(struct udp_priv *p, int fd, enum rx_kind kind);
 void udp_rx_unwatch(struct udp_priv *p, int fd);
+/* Waits until a receive call that may have found an unwatched socket (in
+ * epoll_wait or as its hot one) has returned: then it may be closed. */
+void udp_rx_quiesce(struct udp_priv *p);
 
 /* Set by uroced before it opens the device: this process owns the port for
  * the host's uroce processes (service.h). */

@@ -330,7 +330,7 @@ void udp_sid_release(struct uroce_nic *nic, uint64_t sid)
 	if (fd < 0)
 		return;
 	udp_rx_unwatch(p, fd);
-	uroce_nic_quiesce(nic);
+	udp_rx_quiesce(p);
 	close(fd);
 }
 

@@ -461,7 +461,7 @@ void udp_tx_close(struct uroce_nic *nic, int tx)
 	if (rxfd >= 0) {
 		udp_rx_unwatch(p, rxfd);
 		/* the receiver may hold it from an earlier epoll_wait */
-		uroce_nic_quiesce(nic);
+		udp_rx_quiesce(p);
 		close(rxfd);
 		if (p->svc_fd >= 0)
 			udp_svc_release(p, &gone.self, &gone.peer);

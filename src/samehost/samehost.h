@@ -66,9 +66,5 @@ void uroce_sh_note_poll(struct uroce_nic *nic, uint64_t ns);
 /* Capturing or injecting faults (on) or no longer (off): while on, this
  * process and its peers send each other every packet on the wire. */
 void uroce_sh_set_wire_only(struct uroce_nic *nic, bool on);
-/* Requester, sq_lock held, the WQE at sq_tail with nothing outstanding:
- * execute it, and the WRITEs posted after it, on the same-host path and
- * complete them; false when it must go on the wire instead. */
-bool uroce_sh_execute(struct uroce_qp *qp, struct uroce_send_wqe *wqe);
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * The layout of a process's same-host segment, shared between segment.c
- * (which publishes into its own and maps its peers') and execute.c (which
- * checks requests against a peer's).
+ * (which publishes into its own and maps its peers') and
+ * transport/samehost_execute.c (which checks requests against a peer's).
  *
  * Entries are written by their owner under a sequence count (odd while
  * written) and read by peers without a lock.  A peer marks itself busy in

@@ -386,7 +386,7 @@ static void comp_ack(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		qp->comp.probe_at = 0;
 		qp->comp.rtt_sent_ns = 0;
 		qp->req.wait_until = uroce_now_ns() + uroce_rnr_timer_ns(syn & 0x1F);
-		uroce_nic_kick(qp->nic, qp->req.wait_until);
+		uroce_engine_kick(qp->nic, qp->req.wait_until);
 		break;
 	case AETH_NAK:
 		comp_ack_upto(qp, pkt->psn);

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cm/cm.h"
@@ -306,7 +307,7 @@ static void *engine_main(void *arg)
 		uroce_flush_acks(nic);
 		uroce_cq_release_wakes();
 		/* From here a poster must kick us if it arms an earlier timer
-		 * than the one we are about to compute (see uroce_nic_kick). */
+		 * than the one we are about to compute (see uroce_engine_kick). */
 		atomic_store(&nic->engine_sleep_until, UINT64_MAX);
 		next = engine_timers(nic);
 		uint64_t cm_next = uroce_cm_timers(nic, uroce_now_ns());
@@ -319,6 +320,31 @@ static void *engine_main(void *arg)
 		uroce_req_release_held(nic);
 	}
 	return NULL;
+}
+
+void uroce_engine_quiesce(struct uroce_nic *nic)
+{
+	unsigned seq = atomic_load(&nic->engine_seq);
+	struct timespec pause = { 0, 20000 };
+
+	/* An even count means the engine is outside a section: whatever it
+	 * loads next already sees the caller's unpublish. */
+	if (!(seq & 1))
+		return;
+	while (atomic_load(&nic->engine_seq) == seq)
+		nanosleep(&pause, NULL);
+}
+
+void uroce_engine_kick(struct uroce_nic *nic, uint64_t deadline_ns)
+{
+	uint64_t one = 1;
+
+	if (deadline_ns < atomic_load(&nic->engine_sleep_until)) {
+		if (write(nic->wake_fd, &one, sizeof(one)) < 0) {
+			/* eventfd only fails when its counter is saturated,
+			 * which already means a wake-up is pending. */
+		}
+	}
 }
 
 /* uroce_engine_call for a thread that polls: whoever holds rx_lock, or
@@ -363,7 +389,7 @@ static void app_poll_call(struct uroce_nic *nic, void *arg)
 	/* if the application neither answers nor polls, the engine sends
 	 * them */
 	if (nic->n_acks_owed)
-		uroce_nic_kick(nic, ap->now + ENGINE_DEFER_NS);
+		uroce_engine_kick(nic, ap->now + ENGINE_DEFER_NS);
 }
 
 void uroce_engine_poll(struct uroce_nic *nic, uint64_t now, bool will_wait)
@@ -379,7 +405,7 @@ void uroce_engine_poll(struct uroce_nic *nic, uint64_t now, bool will_wait)
 		 * rings once the deferral runs out.  An engine that ticks
 		 * does; an idle one is woken, once per start of polling. */
 		if (now - was >= ENGINE_DEFER_NS)
-			uroce_nic_kick(nic, now + ENGINE_TIMER_TICK_NS);
+			uroce_engine_kick(nic, now + ENGINE_TIMER_TICK_NS);
 	}
 	engine_try_call(nic, app_poll_call, &ap);
 }
@@ -634,6 +660,6 @@ int uroce_engine_start(struct uroce_nic *nic)
 void uroce_engine_stop(struct uroce_nic *nic)
 {
 	atomic_store(&nic->stop, true);
-	uroce_nic_kick(nic, 0);
+	uroce_engine_kick(nic, 0);
 	pthread_join(nic->engine, NULL);
 }

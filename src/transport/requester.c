@@ -237,7 +237,7 @@ static void arm_timer(struct uroce_qp *qp)
 	 * cost a wake-up per round trip */
 	if (!qp->comp.probe_at)
 		uroce_comp_arm_probe(qp, now);
-	uroce_nic_kick(qp->nic, qp->comp.deadline);
+	uroce_engine_kick(qp->nic, qp->comp.deadline);
 }
 
 /* How long a QP waits when the socket's send queue is full. */
@@ -302,7 +302,7 @@ static bool flush_batch(struct uroce_qp *qp, struct uroce_txpkt *pkts,
 	*max0 = qp->req.max_psn;
 	uroce_req_seek(qp, first_unsent);
 	qp->req.wait_until = uroce_now_ns() + TX_BACKOFF_NS;
-	uroce_nic_kick(qp->nic, qp->req.wait_until);
+	uroce_engine_kick(qp->nic, qp->req.wait_until);
 	return false;
 }
 
@@ -325,7 +325,7 @@ static bool pace(struct uroce_qp *qp, uint32_t bytes)
 		qp->req.pace_ns = now - burst_ns;
 	if (qp->req.pace_ns > now) {
 		qp->req.wait_until = qp->req.pace_ns;
-		uroce_nic_kick(qp->nic, qp->req.wait_until);
+		uroce_engine_kick(qp->nic, qp->req.wait_until);
 		return false;
 	}
 	/* bytes * 8 bits / (Mbit/s) = microseconds: * 1000 for ns */
@@ -564,7 +564,7 @@ static void sh_engine_due(struct uroce_nic *nic)
 
 	atomic_store(&nic->sh_hold_ns, now);
 	if (!atomic_load(&nic->engine_awake))
-		uroce_nic_kick(nic, now + UROCE_SH_HOLD_NS);
+		uroce_engine_kick(nic, now + UROCE_SH_HOLD_NS);
 }
 
 void uroce_req_list_held(struct uroce_qp *qp)

@@ -110,6 +110,12 @@ uint32_t uroce_req_wqe_at(const struct uroce_qp *qp, uint32_t psn);
 void uroce_req_set_active(struct uroce_qp *qp, bool active);
 void uroce_req_rewind(struct uroce_qp *qp, uint32_t psn);
 
+/* samehost_execute.c: the requester, sq_lock held, the WQE at sq_tail with
+ * nothing outstanding: execute it, and the WRITEs posted after it, on the
+ * same-host path and complete them; false when it must go on the wire
+ * instead. */
+bool uroce_sh_execute(struct uroce_qp *qp, struct uroce_send_wqe *wqe);
+
 /* completer.c */
 void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
 void uroce_comp_timer(struct uroce_qp *qp, uint64_t now);
@@ -174,8 +180,14 @@ void uroce_engine_stop(struct uroce_nic *nic);
  * receives for the process from now on, and the engine stays off the
  * sockets for a while. */
 void uroce_engine_poll(struct uroce_nic *nic, uint64_t now, bool will_wait);
+/* Wait until the engine no longer uses any QP/MR pointer it may have loaded
+ * before the caller unpublished one. */
+void uroce_engine_quiesce(struct uroce_nic *nic);
+/* Make the engine re-evaluate its timers by deadline_ns (cheap when it
+ * would anyway). */
+void uroce_engine_kick(struct uroce_nic *nic, uint64_t deadline_ns);
 /* Runs fn under rx_lock inside an engine section: the QPs it finds in
- * nic->live_qps stay allocated until it returns (uroce_nic_quiesce). */
+ * nic->live_qps stay allocated until it returns (uroce_engine_quiesce). */
 void uroce_engine_call(struct uroce_nic *nic,
 		       void (*fn)(struct uroce_nic *nic, void *arg), void *arg);
 /* What a thread waits for in uroce_engine_wait: a completion channel's

@@ -4,7 +4,7 @@
 
 #include "samehost/samehost.h"
 #include "transport/hdr.h"
-#include "transport/icrc.h"
+#include "net/icrc.h"
 #include "transport/opcode.h"
 #include "transport/transport.h"
 

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "net/gid.h"
 #include "verbs/ops.h"
 
 enum {

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "net/gid.h"
 #include "verbs/ops.h"
 
 /* verbs.h turns ibv_query_port into a macro over an inline; the exported
@@ -43,52 +44,6 @@ static struct uroce_device the_device = {
 static bool is_our_device(const struct ibv_device *dev)
 {
 	return dev == &the_device.ibdev;
-}
-
-/* ---- node GUID ------------------------------------------------------------ */
-
-static __be64 node_guid;
-static pthread_once_t node_guid_once = PTHREAD_ONCE_INIT;
-
-/* FNV-1a: a stable, well-spread 64-bit hash of a short string. */
-static uint64_t fnv1a(uint64_t h, const char *s)
-{
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
-/* A GUID that stays the same across runs on one host and differs between
- * hosts: hashed from the machine id (and the host name, which tells apart
- * containers cloned from one image). */
-static void make_node_guid(void)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	char buf[256] = "";
-	uint8_t eui[8];
-	FILE *f = fopen("/etc/machine-id", "re");
-
-	if (f) {
-		if (fgets(buf, sizeof(buf), f))
-			h = fnv1a(h, buf);
-		fclose(f);
-	}
-	if (!gethostname(buf, sizeof(buf) - 1))
-		h = fnv1a(h, buf);
-	for (int i = 0; i < 8; i++)
-		eui[i] = h >> (56 - 8 * i);
-	/* EUI-64 rules: unicast (I/G bit clear), locally administered
-	 * (U/L bit set), so it can never collide with a vendor-assigned GUID. */
-	eui[0] = (eui[0] & ~0x01) | 0x02;
-	memcpy(&node_guid, eui, sizeof(node_guid));
-}
-
-__be64 uroce_node_guid(void)
-{
-	pthread_once(&node_guid_once, make_node_guid);
-	return node_guid;
 }
 
 /* ---- device list ---------------------------------------------------------- */

@@ -10,7 +10,7 @@
  * The table is read lock-free: application threads under mr_lock held for
  * reading (posting, which resolves lkeys), the engine with no lock at all
  * (rkeys of inbound requests).  Writers take mr_lock for writing, and an MR
- * leaves the table before uroce_nic_quiesce() and only then is freed or
+ * leaves the table before uroce_engine_quiesce() and only then is freed or
  * changed, so that a pointer the engine loaded before is no longer in use.
  */
 #include <errno.h>
@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "samehost/samehost.h"
+#include "transport/transport.h"
 #include "verbs/ops.h"
 
 /* verbs.h turns both into inline wrappers that pick ibv_reg_mr_iova2 when
@@ -108,7 +109,7 @@ static void mr_unpublish(struct uroce_nic *nic, struct uroce_mr *mr)
 	pthread_rwlock_unlock(&nic->mr_lock);
 	/* Not under mr_lock: a poster may hold an RQ lock the engine waits
 	 * for while it waits for mr_lock itself. */
-	uroce_nic_quiesce(nic);
+	uroce_engine_quiesce(nic);
 }
 
 void uroce_key_unpublish(struct uroce_nic *nic, struct uroce_mr *mr)
@@ -374,7 +375,7 @@ static struct uroce_mr mr_reserved;
 
 /* Re-registration keeps the MR's keys, as mlx5 does and as rdma-core's
  * pyverbs tests expect (a peer keeps using the rkey it was given).  The MR
- * leaves the table while it changes, and uroce_nic_quiesce() makes sure that
+ * leaves the table while it changes, and uroce_engine_quiesce() makes sure that
  * no request still uses the old translation, access or PD once this
  * returns; receive WQEs posted before are checked again when consumed.
  * Every input is checked first, so a failure leaves the MR intact
@@ -428,7 +429,7 @@ UROCE_EXPORT int ibv_rereg_mr(struct ibv_mr *ibmr, int flags,
 	atomic_store_explicit(&nic->mrs[mr->index], &mr_reserved,
 			      memory_order_relaxed);
 	pthread_rwlock_unlock(&nic->mr_lock);
-	uroce_nic_quiesce(nic);	/* not under mr_lock: see mr_unpublish */
+	uroce_engine_quiesce(nic);	/* not under mr_lock: see mr_unpublish */
 	if (flags & IBV_REREG_MR_CHANGE_PD) {
 		uroce_pd_hold(ibpd, 1);
 		uroce_pd_hold(ibmr->pd, -1);

@@ -312,8 +312,6 @@ void uroce_srq_check_limit(struct uroce_srq *srq);
 /* Reported in query_device and enforced by create_*. */
 void uroce_fill_device_attr(const struct uroce_nic *nic, struct ibv_device_attr *attr);
 
-/* The node GUID every uroce process of a host reports (device.c). */
-__be64 uroce_node_guid(void);
 /* The UDP source port a QP sends from (qp.c). */
 uint16_t uroce_qp_sport(uint32_t qpn);
 

@@ -91,11 +91,6 @@ int uroce_query_device_ex(struct ibv_context *ctx, const struct ibv_query_device
 bool uroce_qp_transition_ok(enum ibv_qp_type type, enum ibv_qp_state cur,
 			    enum ibv_qp_state next, int mask);
 
-/* verbs/gid.c: fill nic->gids from the host's addresses (honours UROCE_ADDRS). */
-int uroce_gids_discover(struct uroce_nic *nic);
-/* Largest path MTU in bytes that the link of GID index gid carries. */
-uint32_t uroce_gid_path_mtu(struct uroce_nic *nic, unsigned gid);
-
 /* Count a user of ibpd, or drop one (delta -1): a parent domain and the PD
  * it stands for are both kept from being deallocated (EBUSY). */
 void uroce_pd_hold(struct ibv_pd *ibpd, int delta);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "net/gid.h"
 #include "samehost/samehost.h"
 #include "transport/hdr.h"
 #include "transport/transport.h"
@@ -144,7 +145,7 @@ static void qp_unpublish(struct uroce_nic *nic, struct uroce_qp *qp)
 		}
 	}
 	pthread_mutex_unlock(&nic->lock);
-	uroce_nic_quiesce(nic);
+	uroce_engine_quiesce(nic);
 }
 
 struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,

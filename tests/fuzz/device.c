@@ -8,7 +8,7 @@
 
 #include "device.h"
 #include "transport/hdr.h"
-#include "transport/icrc.h"
+#include "net/icrc.h"
 #include "transport/transport.h"
 
 struct ibv_context *fuzz_ctx;

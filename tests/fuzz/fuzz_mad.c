@@ -25,7 +25,7 @@
 #include "cm/cm.h"
 #include "device.h"
 #include "transport/hdr.h"
-#include "transport/icrc.h"
+#include "net/icrc.h"
 #include "transport/transport.h"
 
 enum {

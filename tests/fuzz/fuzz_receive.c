@@ -30,7 +30,7 @@
 
 #include "device.h"
 #include "transport/hdr.h"
-#include "transport/icrc.h"
+#include "net/icrc.h"
 #include "transport/opcode.h"
 #include "transport/transport.h"
 

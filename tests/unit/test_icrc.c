@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "transport/hdr.h"
-#include "transport/icrc.h"
+#include "net/icrc.h"
 #include "transport/transport.h"
 
 /* Deterministic so that a failure reproduces. */

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "transport/hdr.h"
-#include "transport/icrc.h"
+#include "net/icrc.h"
 #include "transport/opcode.h"
 #include "transport/transport.h"
 

@@ -1,18 +1,21 @@
 /*
- * The port's GID table.  On RoCEv2 a GID is an IP address (IPv4 as the
- * IPv4-mapped IPv6 address ::ffff:a.b.c.d) and the peer is addressed by GID
- * alone, so the table is simply the host's usable addresses.
+ * The port's GID table and node GUID.  On RoCEv2 a GID is an IP address
+ * (IPv4 as the IPv4-mapped IPv6 address ::ffff:a.b.c.d) and the peer is
+ * addressed by GID alone, so the table is simply the host's usable
+ * addresses.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "verbs/ops.h"
+#include "net/gid.h"
+#include "uroce.h"
 
 void uroce_gid_to_sockaddr(const union ibv_gid *gid, uint16_t port,
 			   union uroce_sockaddr *out)
@@ -239,4 +242,48 @@ uint32_t uroce_gid_path_mtu(struct uroce_nic *nic, unsigned gid)
 			mtu /= 2;
 	close(fd);
 	return mtu;
+}
+
+static __be64 node_guid;
+static pthread_once_t node_guid_once = PTHREAD_ONCE_INIT;
+
+/* FNV-1a: a stable, well-spread 64-bit hash of a short string. */
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+	for (; *s; s++) {
+		h ^= (unsigned char)*s;
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/* A GUID that stays the same across runs on one host and differs between
+ * hosts: hashed from the machine id (and the host name, which tells apart
+ * containers cloned from one image). */
+static void make_node_guid(void)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	char buf[256] = "";
+	uint8_t eui[8];
+	FILE *f = fopen("/etc/machine-id", "re");
+
+	if (f) {
+		if (fgets(buf, sizeof(buf), f))
+			h = fnv1a(h, buf);
+		fclose(f);
+	}
+	if (!gethostname(buf, sizeof(buf) - 1))
+		h = fnv1a(h, buf);
+	for (int i = 0; i < 8; i++)
+		eui[i] = h >> (56 - 8 * i);
+	/* EUI-64 rules: unicast (I/G bit clear), locally administered
+	 * (U/L bit set), so it can never collide with a vendor-assigned GUID. */
+	eui[0] = (eui[0] & ~0x01) | 0x02;
+	memcpy(&node_guid, eui, sizeof(node_guid));
+}
+
+__be64 uroce_node_guid(void)
+{
+	pthread_once(&node_guid_once, make_node_guid);
+	return node_guid;
 }

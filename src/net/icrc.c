@@ -12,7 +12,7 @@
 #include <isa-l.h>
 
 #include "transport/hdr.h"
-#include "transport/icrc.h"
+#include "net/icrc.h"
 
 enum {
 	PSEUDO_LRH_LEN = 8,

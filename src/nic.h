@@ -17,6 +17,7 @@ struct uroce_qp;
 struct uroce_mr;
 struct uroce_mw;
 struct uroce_cm;
+struct uroce_qp1_ops;
 struct uroce_sh;
 struct uroce_sh_peer;
 
@@ -138,6 +139,7 @@ struct uroce_nic {
 		atomic_uint psn;
 	} gsi;
 	struct uroce_cm *cm;
+	const struct uroce_qp1_ops *qp1;	/* the CM's (transport.h) */
 	struct uroce_sh *sh;		/* same-host path (src/samehost/), or NULL */
 };
 

@@ -480,6 +480,13 @@ void uroce_cm_exit(struct uroce_nic *nic)
 	pthread_mutex_unlock(&cm->lock);
 }
 
+/* The CM is the service on QP1 (transport.h): set before the engine
+ * starts, cleared after it stopped. */
+static const struct uroce_qp1_ops cm_qp1 = {
+	.rx = uroce_gsi_rx,
+	.timers = uroce_cm_timers,
+};
+
 int uroce_cm_init(struct uroce_nic *nic)
 {
 	struct uroce_cm *cm = calloc(1, sizeof(*cm));
@@ -495,6 +502,7 @@ int uroce_cm_init(struct uroce_nic *nic)
 		cm->next_id = (uint32_t)uroce_now_ns();
 	atomic_init(&cm->next_deadline, UINT64_MAX);
 	nic->cm = cm;
+	nic->qp1 = &cm_qp1;
 	return 0;
 }
 
@@ -504,6 +512,7 @@ void uroce_cm_fini(struct uroce_nic *nic)
 
 	if (!cm)
 		return;
+	nic->qp1 = NULL;
 	while (cm->ids) {
 		struct uroce_cm_id *id = cm->ids;
 

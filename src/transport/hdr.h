@@ -25,6 +25,8 @@ enum {
 
 #define PSN_MASK 0xFFFFFFu
 #define QPN_MASK 0xFFFFFFu
+/* QP1, the General Services Interface: management datagrams (the CM) */
+#define QPN_GSI 1u
 
 static inline uint32_t get_be32(const uint8_t *p)
 {

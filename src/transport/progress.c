@@ -13,7 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cm/cm.h"
 #include "samehost/samehost.h"
 #include "transport/transport.h"
 
@@ -310,9 +309,10 @@ static void *engine_main(void *arg)
 		 * than the one we are about to compute (see uroce_engine_kick). */
 		atomic_store(&nic->engine_sleep_until, UINT64_MAX);
 		next = engine_timers(nic);
-		uint64_t cm_next = uroce_cm_timers(nic, uroce_now_ns());
-		if (cm_next < next)
-			next = cm_next;
+		uint64_t qp1_next = nic->qp1 ? nic->qp1->timers(nic, uroce_now_ns())
+					     : UINT64_MAX;
+		if (qp1_next < next)
+			next = qp1_next;
 		if (kicked || data || next != UINT64_MAX)
 			last_busy = last_pass;
 		engine_leave(nic);

@@ -7,7 +7,6 @@
  */
 #include <arpa/inet.h>
 
-#include "cm/cm.h"
 
 #include "transport/hdr.h"
 #include "net/icrc.h"
@@ -105,8 +104,11 @@ static struct uroce_qp *parse(struct uroce_nic *nic, struct uroce_rxpkt *rx,
 	info = &ib_opcodes[bth_opcode(bth)];
 	/* P_Key: only the default partition exists (low 15 bits all ones) */
 	/* QP1 carries management datagrams, not transport traffic */
-	if (bth_qpn(bth) == GSI_QPN) {
-		uroce_gsi_rx(nic, rx);
+	if (bth_qpn(bth) == QPN_GSI) {
+		if (nic->qp1)
+			nic->qp1->rx(nic, rx);
+		else
+			STAT_INC(nic, rx_unknown_qp);
 		return NULL;
 	}
 	if (!info->mask || bth_tver(bth) != 0 ||

@@ -180,6 +180,16 @@ void uroce_engine_stop(struct uroce_nic *nic);
  * receives for the process from now on, and the engine stays off the
  * sockets for a while. */
 void uroce_engine_poll(struct uroce_nic *nic, uint64_t now, bool will_wait);
+/* The service on QP1 (the CM), above the transport: the datagrams for
+ * QP1 go to rx (rx_lock held), and the engine runs its timers with its own
+ * (timers returns the next deadline, UINT64_MAX for none).  Set in
+ * nic->qp1 while the service runs; without one, QP1's datagrams are
+ * dropped as for an unknown QP. */
+struct uroce_qp1_ops {
+	void (*rx)(struct uroce_nic *nic, struct uroce_rxpkt *rx);
+	uint64_t (*timers)(struct uroce_nic *nic, uint64_t now);
+};
+
 /* Wait until the engine no longer uses any QP/MR pointer it may have loaded
  * before the caller unpublished one. */
 void uroce_engine_quiesce(struct uroce_nic *nic);

@@ -12,7 +12,7 @@ static void put16(uint8_t *p, uint16_t v)
 	p[1] = v;
 }
 
-static uint16_t ip4_checksum(const uint8_t *h)
+uint16_t uroce_ip4_header_sum(const uint8_t *h)
 {
 	uint32_t sum = 0;
 
@@ -20,7 +20,7 @@ static uint16_t ip4_checksum(const uint8_t *h)
 		sum += (uint32_t)h[i] << 8 | h[i + 1];
 	while (sum >> 16)
 		sum = (sum & 0xffff) + (sum >> 16);
-	return ~sum;
+	return sum;
 }
 
 size_t uroce_ip_header(uint8_t *h, const struct uroce_ip_fields *f)
@@ -36,7 +36,7 @@ size_t uroce_ip_header(uint8_t *h, const struct uroce_ip_fields *f)
 		h[9] = IPPROTO_UDP;
 		memcpy(h + 12, &f->src->in4.sin_addr, 4);
 		memcpy(h + 16, &f->dst->in4.sin_addr, 4);
-		put16(h + 10, ip4_checksum(h));
+		put16(h + 10, ~uroce_ip4_header_sum(h));
 		return UROCE_IP4_HDR;
 	}
 	h[0] = 0x60 | f->tos >> 4;

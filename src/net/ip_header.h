@@ -20,6 +20,9 @@ struct uroce_ip_fields {
 	uint8_t tos, ttl;	/* traffic class, hop limit */
 };
 
+/* RFC 1071: the one's-complement sum of an IPv4 header's 20 bytes, which
+ * is 0xffff over a header whose checksum is right. */
+uint16_t uroce_ip4_header_sum(const uint8_t *h);
 /* Writes the IPv4 header (DF set, checksum filled in) or the IPv6 header
  * (flow label 0) of a UDP datagram into h; returns its length. */
 size_t uroce_ip_header(uint8_t *h, const struct uroce_ip_fields *f);

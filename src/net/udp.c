@@ -37,6 +37,7 @@
 
 #include "net/pcap.h"
 #include "net/udp.h"
+#include "section.h"
 
 int udp_rx_watch(struct udp_priv *p, int fd, enum rx_kind kind)
 {
@@ -60,13 +61,7 @@ void udp_rx_unwatch(struct udp_priv *p, int fd)
 
 void udp_rx_quiesce(struct udp_priv *p)
 {
-	unsigned seq = atomic_load(&p->rx_seq);
-	struct timespec pause = { 0, 20000 };
-
-	if (!(seq & 1))
-		return;
-	while (atomic_load(&p->rx_seq) == seq)
-		nanosleep(&pause, NULL);
+	uroce_section_wait(&p->rx_seq);
 }
 
 static void drain_shared(struct uroce_nic *nic, int fd, int family);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "samehost/samehost.h"
+#include "section.h"
 #include "transport/transport.h"
 
 /* While any timer is armed the engine wakes at least this often, so that a
@@ -324,15 +325,7 @@ static void *engine_main(void *arg)
 
 void uroce_engine_quiesce(struct uroce_nic *nic)
 {
-	unsigned seq = atomic_load(&nic->engine_seq);
-	struct timespec pause = { 0, 20000 };
-
-	/* An even count means the engine is outside a section: whatever it
-	 * loads next already sees the caller's unpublish. */
-	if (!(seq & 1))
-		return;
-	while (atomic_load(&nic->engine_seq) == seq)
-		nanosleep(&pause, NULL);
+	uroce_section_wait(&nic->engine_seq);
 }
 
 void uroce_engine_kick(struct uroce_nic *nic, uint64_t deadline_ns)

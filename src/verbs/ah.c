@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "net/gid.h"
+#include "net/ip_header.h"
 #include "verbs/ops.h"
 
 enum {
@@ -24,7 +25,6 @@ enum {
 	IPV4_TTL = 8,
 	IPV4_SADDR = 12,
 	IPV4_DADDR = 16,
-	IPV4_HDR_LEN = 20,
 };
 
 UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *ibpd,
@@ -101,18 +101,6 @@ static void gid_from_ipv4(union ibv_gid *gid, const uint8_t *addr)
 	memcpy(&gid->raw[12], addr, 4);
 }
 
-/* RFC 1071: the one's-complement sum over a valid header is 0xffff. */
-static bool ipv4_csum_ok(const uint8_t *h)
-{
-	uint32_t sum = 0;
-
-	for (int i = 0; i < IPV4_HDR_LEN; i += 2)
-		sum += (uint32_t)h[i] << 8 | h[i + 1];
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	return sum == 0xffff;
-}
-
 /* Which header the receive path left in the GRH area: 6, 4, or -1.  A
  * version-6 first word is IPv6 unless the last 20 bytes happen to be a valid
  * IPv4 header; rdma-core decides the same way, so AHs built by either from
@@ -124,7 +112,7 @@ static int grh_ip_version(const uint8_t *b)
 
 	if (b[0] >> 4 != 6)
 		return v4 ? 4 : -1;
-	if (v4 && (ip4[0] & 0x0f) == 5 && ipv4_csum_ok(ip4))
+	if (v4 && (ip4[0] & 0x0f) == 5 && uroce_ip4_header_sum(ip4) == 0xffff)
 		return 4;
 	return 6;
 }

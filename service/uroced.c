@@ -531,7 +531,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	udp_service_role = true;
-	nic = uroce_nic_get();
+	nic = uroce_nic_get(&uroce_verbs_objects);
 	if (!nic) {
 		fprintf(stderr, "uroced: cannot own UDP port %u: %s\n",
 			uroce_config()->udp_port, strerror(errno));

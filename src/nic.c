@@ -38,7 +38,7 @@ static void nic_free(struct uroce_nic *nic)
 	free(nic);
 }
 
-static struct uroce_nic *nic_create(void)
+static struct uroce_nic *nic_create(const struct uroce_objects_ops *objects)
 {
 	struct uroce_nic *nic = calloc(1, sizeof(*nic));
 	int err;
@@ -55,6 +55,7 @@ static struct uroce_nic *nic_create(void)
 	nic->ctl_fd = nic->ctl_wake = -1;
 	nic->cfg = uroce_config();
 	nic->net = &uroce_net_udp;
+	nic->objects = objects;
 	nic->next_qp_index = 1;
 	nic->next_mr_index = 1;
 	pthread_mutex_init(&nic->gsi.lock, NULL);
@@ -136,7 +137,7 @@ static void register_exit(void)
 	atexit(nic_at_exit);
 }
 
-struct uroce_nic *uroce_nic_get(void)
+struct uroce_nic *uroce_nic_get(const struct uroce_objects_ops *objects)
 {
 	static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
@@ -147,7 +148,7 @@ struct uroce_nic *uroce_nic_get(void)
 	if (the_nic) {
 		the_nic->refcnt++;
 	} else {
-		the_nic = nic_create();
+		the_nic = nic_create(objects);
 	}
 	nic = the_nic;
 	pthread_mutex_unlock(&nic_global_lock);

@@ -18,6 +18,7 @@ struct uroce_mr;
 struct uroce_mw;
 struct uroce_cm;
 struct uroce_qp1_ops;
+struct uroce_objects_ops;
 struct uroce_sh;
 struct uroce_sh_peer;
 
@@ -140,11 +141,14 @@ struct uroce_nic {
 	} gsi;
 	struct uroce_cm *cm;
 	const struct uroce_qp1_ops *qp1;	/* the CM's (transport.h) */
+	/* the verbs objects' side of the transport (transport.h) */
+	const struct uroce_objects_ops *objects;
 	struct uroce_sh *sh;		/* same-host path (src/samehost/), or NULL */
 };
 
-/* Take / release the process NIC (created on first open_device). */
-struct uroce_nic *uroce_nic_get(void);
+/* Take / release the process NIC, created on the first open_device with
+ * the objects' side of the transport (transport.h). */
+struct uroce_nic *uroce_nic_get(const struct uroce_objects_ops *objects);
 /* Counts one more object against limit; false (the caller fails with
  * ENOMEM, as a NIC out of resources) when that many exist already. */
 static inline bool uroce_nic_take(atomic_uint *used, unsigned limit)

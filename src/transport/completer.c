@@ -49,7 +49,8 @@ static void complete_one(struct uroce_qp *qp, enum ibv_wc_status status)
 			.byte_len = wqe->length,
 			.qp_num = qp->ibqpx.qp_base.qp_num,
 		};
-		uroce_cq_push(to_ucq(qp->ibqpx.qp_base.send_cq), &wc, false);
+		qp->nic->objects->cq_push(to_ucq(qp->ibqpx.qp_base.send_cq), &wc,
+					  false);
 	}
 	if (uroce_wqe_is_read_or_atomic(wqe) && wqe->state != WQE_POSTED)
 		qp->req.rd_atomic_out--;
@@ -74,7 +75,7 @@ void uroce_comp_retire_local(struct uroce_qp *qp)
 			atomic_store(&qp->state, IBV_QPS_ERR);
 		complete_one(qp, status);
 		if (status != IBV_WC_SUCCESS)
-			uroce_qp_to_error_locked(qp, false);
+			qp->nic->objects->qp_to_error_locked(qp, false);
 	}
 }
 
@@ -286,7 +287,7 @@ static void comp_fail(struct uroce_qp *qp, enum ibv_wc_status status)
 	atomic_store(&qp->state, IBV_QPS_ERR);
 	if (qp->sq_tail != qp->sq_head)
 		uroce_comp_complete_tail(qp, status);
-	uroce_qp_to_error_locked(qp, false);
+	qp->nic->objects->qp_to_error_locked(qp, false);
 }
 
 static void comp_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)

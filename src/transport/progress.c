@@ -299,13 +299,13 @@ static void *engine_main(void *arg)
 		 * they wrote while a poller seemed to be polling, and that
 		 * poller may have gone without saying so. */
 		now = uroce_now_ns();
-		uroce_cq_hold_wakes();
+		nic->objects->hold_wakes();
 		if (now - atomic_load(&nic->app_poll_ns) >= ENGINE_DEFER_NS ||
 		    now >= next)
 			engine_receive(nic, data ? SOCKETS_READY :
 						   SOCKETS_WHEN_DUE);
 		uroce_flush_acks(nic);
-		uroce_cq_release_wakes();
+		nic->objects->release_wakes();
 		/* From here a poster must kick us if it arms an earlier timer
 		 * than the one we are about to compute (see uroce_engine_kick). */
 		atomic_store(&nic->engine_sleep_until, UINT64_MAX);
@@ -368,7 +368,7 @@ static void app_poll_call(struct uroce_nic *nic, void *arg)
 
 	/* ACKs kept for answers that have not come (see receive.c) */
 	uroce_flush_acks(nic);
-	uroce_cq_hold_wakes();
+	nic->objects->hold_wakes();
 	/* A thread about to sleep looks at the sockets as it goes to sleep
 	 * (uroce_engine_wait) or leaves them to the engine: looking here as
 	 * well costs each sleep a system call or two more. */
@@ -378,7 +378,7 @@ static void app_poll_call(struct uroce_nic *nic, void *arg)
 		uroce_flush_acks(nic);
 	else
 		uroce_settle_app_acks(nic, ap->now);
-	uroce_cq_release_wakes();
+	nic->objects->release_wakes();
 	/* if the application neither answers nor polls, the engine sends
 	 * them */
 	if (nic->n_acks_owed)
@@ -431,10 +431,10 @@ void uroce_engine_flush_acks(struct uroce_nic *nic)
 
 static void receive_call(struct uroce_nic *nic, void *arg)
 {
-	uroce_cq_hold_wakes();
+	nic->objects->hold_wakes();
 	engine_receive(nic, *(enum rx_sockets *)arg);
 	uroce_flush_acks(nic);
-	uroce_cq_release_wakes();
+	nic->objects->release_wakes();
 }
 
 /* One receive pass on an application thread, as the engine's. */

@@ -254,7 +254,8 @@ void resp_flush(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	const uint8_t *feth = pkt->bth + ib_opcodes[pkt->opcode].feth;
 	const uint8_t *reth = pkt->bth + ib_opcodes[pkt->opcode].reth;
 	uint8_t plt = feth_plt(feth), sel = feth_sel(feth);
-	struct uroce_mr *mr = uroce_mr_lookup(qp->nic, reth_rkey(reth));
+	struct uroce_mr *mr = qp->nic->objects->mr_lookup(qp->nic,
+							   reth_rkey(reth));
 	struct uroce_resp_res *res;
 	uint8_t *start;
 	uint64_t len;
@@ -274,7 +275,7 @@ void resp_flush(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	}
 	if (sel == FETH_SEL_RANGE) {
 		len = reth_len(reth);
-		start = uroce_mr_ptr(mr, reth_va(reth), len);
+		start = qp->nic->objects->mr_ptr(mr, reth_va(reth), len);
 	} else {
 		len = mr->ibmr.length;
 		start = mr->ibmr.addr;

@@ -216,8 +216,9 @@ static void build_request(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 static void execute_local(struct uroce_qp *qp, struct uroce_send_wqe *wqe)
 {
 	wqe->status = wqe->opcode == IBV_WR_BIND_MW
-			      ? uroce_mw_bind(qp, wqe)
-			      : uroce_mw_local_inv(qp, wqe->inv_rkey);
+			      ? qp->nic->objects->mw_bind(qp, wqe)
+			      : qp->nic->objects->mw_local_inv(qp,
+							       wqe->inv_rkey);
 	wqe->first_psn = qp->req.psn;
 	wqe->npkts = 0;
 	wqe->state = WQE_SENT;

@@ -140,7 +140,7 @@ struct ibv_pd *resp_pd(struct uroce_qp *qp)
 static bool resp_xrc_srq(struct uroce_qp *qp, struct uroce_pkt *pkt)
 {
 	uint32_t srqn = get_be32(pkt->bth + BTH_LEN) & QPN_MASK;
-	struct uroce_srq *srq = uroce_srq_lookup(qp->nic, srqn);
+	struct uroce_srq *srq = qp->nic->objects->srq_lookup(qp->nic, srqn);
 
 	if (!srq || srq->xrcd != qp->xrcd ||
 	    ((qp->resp.in_send || qp->resp.in_write) && srq != qp->srq))
@@ -160,10 +160,10 @@ static bool resp_take_wqe(struct uroce_qp *qp)
 		return true;
 	}
 	pthread_mutex_lock(&rq->lock);
-	ok = uroce_rq_pop(rq, &qp->resp.cur, qp->resp.cur_sge);
+	ok = qp->nic->objects->rq_pop(rq, &qp->resp.cur, qp->resp.cur_sge);
 	pthread_mutex_unlock(&rq->lock);
 	if (ok && qp->srq)
-		uroce_srq_check_limit(qp->srq);
+		qp->nic->objects->srq_check_limit(qp->srq);
 	return ok;
 }
 
@@ -173,8 +173,9 @@ static bool resp_wqe_valid(struct uroce_qp *qp)
 {
 	struct ibv_pd *pd = resp_pd(qp);
 
-	return pd && uroce_sges_recheck(qp->nic, to_upd(pd), qp->resp.cur.sge,
-					qp->resp.cur.num_sge);
+	return pd && qp->nic->objects->sges_recheck(qp->nic, to_upd(pd),
+						    qp->resp.cur.sge,
+						    qp->resp.cur.num_sge);
 }
 
 /* Completes the current receive WQE with wc, whose fields naming the WQE
@@ -185,7 +186,7 @@ static void resp_push_recv(struct uroce_qp *qp, struct ibv_wc *wc,
 	wc->wr_id = qp->resp.cur.wr_id;
 	wc->qp_num = qp->ibqpx.qp_base.qp_num;
 	wc->src_qp = qp->attr.dest_qp_num;
-	uroce_cq_push(resp_cq(qp), wc, solicited);
+	qp->nic->objects->cq_push(resp_cq(qp), wc, solicited);
 }
 
 static void resp_complete_recv(struct uroce_qp *qp, enum ibv_wc_status status,
@@ -230,7 +231,7 @@ void uroce_resp_flush(struct uroce_qp *qp)
 		bool ok;
 
 		pthread_mutex_lock(&qp->rq.lock);
-		ok = uroce_rq_pop(&qp->rq, &qp->resp.cur, sges);
+		ok = qp->nic->objects->rq_pop(&qp->rq, &qp->resp.cur, sges);
 		pthread_mutex_unlock(&qp->rq.lock);
 		if (!ok)
 			break;
@@ -295,8 +296,8 @@ void resp_fatal(struct uroce_qp *qp, struct uroce_pkt *pkt,
 	send_aeth(qp, AETH_NAK | code, pkt->psn);
 	ev.event_type = code == AETH_NAK_REM_ACCESS ? IBV_EVENT_QP_ACCESS_ERR
 						    : IBV_EVENT_QP_REQ_ERR;
-	uroce_async_event(qp->ctx, &ev);
-	uroce_qp_to_error(qp, false);
+	qp->nic->objects->async_event(qp->ctx, &ev);
+	qp->nic->objects->qp_to_error(qp, false);
 }
 
 /* A receive WQE whose lkeys no longer grant its memory: it completes with
@@ -309,28 +310,29 @@ static void resp_bad_wqe(struct uroce_qp *qp, struct uroce_pkt *pkt)
 			   false);
 	if (uroce_qp_reliable(qp))
 		send_aeth(qp, AETH_NAK | AETH_NAK_REM_OP, pkt->psn);
-	uroce_qp_to_error(qp, false);
+	qp->nic->objects->qp_to_error(qp, false);
 }
 
 /* rkey check (C9-88 ff.): key, PD, access on both the MR and the QP, bounds. */
 uint8_t *resp_check_rkey(struct uroce_qp *qp, uint32_t rkey,
 			 uint64_t va, uint32_t len, int access)
 {
-	struct uroce_mr *mr = uroce_mr_lookup(qp->nic, rkey);
+	const struct uroce_objects_ops *obj = qp->nic->objects;
+	struct uroce_mr *mr = obj->mr_lookup(qp->nic, rkey);
 	uint8_t *p;
 
 	if (!mr || !resp_pd(qp) || !(qp->attr.qp_access_flags & access))
 		return NULL;
 	if (mr->mw)
-		return uroce_mw_ptr(mr->mw, to_upd(resp_pd(qp)),
-				    qp->ibqpx.qp_base.qp_num, rkey, va, len,
-				    access);
+		return obj->mw_ptr(mr->mw, to_upd(resp_pd(qp)),
+				   qp->ibqpx.qp_base.qp_num, rkey, va, len,
+				   access);
 	if (mr->pd != to_upd(resp_pd(qp)) || !(mr->access & access))
 		return NULL;
-	p = uroce_mr_ptr(mr, va, len);
+	p = obj->mr_ptr(mr, va, len);
 	/* an ODP page that cannot be faulted in is an access error */
 	if (p && (mr->access & IBV_ACCESS_ON_DEMAND) &&
-	    uroce_odp_fault(p, len, access != IBV_ACCESS_REMOTE_READ))
+	    obj->odp_fault(p, len, access != IBV_ACCESS_REMOTE_READ))
 		return NULL;
 	return p;
 }
@@ -364,8 +366,10 @@ static void resp_send(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		uint32_t rkey = get_be32(pkt->bth + info->ieth);
 
 		if (!resp_pd(qp) ||
-		    !uroce_mw_remote_inv(qp->nic, to_upd(resp_pd(qp)),
-					 qp->ibqpx.qp_base.qp_num, rkey)) {
+		    !qp->nic->objects->mw_remote_inv(qp->nic,
+						     to_upd(resp_pd(qp)),
+						     qp->ibqpx.qp_base.qp_num,
+						     rkey)) {
 			resp_complete_recv(qp, IBV_WC_REM_INV_REQ_ERR,
 					   IBV_WC_RECV, 0, NULL, false);
 			resp_fatal(qp, pkt, AETH_NAK_INVALID_REQ);
@@ -576,8 +580,8 @@ static void resp_ud(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		memcpy(&wc.imm_data, pkt->bth + info->immdt, IMMDT_LEN);
 		wc.wc_flags |= IBV_WC_WITH_IMM;
 	}
-	uroce_cq_push(to_ucq(qp->ibqpx.qp_base.recv_cq), &wc,
-		      bth_se(pkt->bth));
+	qp->nic->objects->cq_push(to_ucq(qp->ibqpx.qp_base.recv_cq), &wc,
+				  bth_se(pkt->bth));
 }
 
 void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)

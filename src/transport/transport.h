@@ -165,11 +165,6 @@ void uroce_acks_note_post(struct uroce_qp *qp);
 /* xmit.c: fill ICRC and hand datagrams of qp to the backend. */
 int uroce_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n);
 
-/* qp.c: move a QP to the error state and flush its queues; the _locked
- * variant is for callers already holding sq_lock. */
-void uroce_qp_to_error(struct uroce_qp *qp, bool async_event);
-void uroce_qp_to_error_locked(struct uroce_qp *qp, bool async_event);
-
 /* progress.c */
 int uroce_engine_start(struct uroce_nic *nic);
 void uroce_engine_stop(struct uroce_nic *nic);
@@ -180,6 +175,47 @@ void uroce_engine_stop(struct uroce_nic *nic);
  * receives for the process from now on, and the engine stays off the
  * sockets for a while. */
 void uroce_engine_poll(struct uroce_nic *nic, uint64_t now, bool will_wait);
+/*
+ * What the transport needs of the verbs objects above it, the driver's side
+ * of a NIC: memory keys checked and translated, receive WQEs taken,
+ * completions written (their channel events held while a receive pass
+ * runs), QPs moved to the error state and async events raised.  The
+ * objects provide it (verbs/objects_ops.c) when they open the device
+ * (uroce_nic_get), before the engine starts: nic->objects.
+ */
+struct uroce_objects_ops {
+	/* memory */
+	struct uroce_mr *(*mr_lookup)(struct uroce_nic *nic, uint32_t key);
+	uint8_t *(*mr_ptr)(const struct uroce_mr *mr, uint64_t addr,
+			   uint64_t len);
+	bool (*sges_recheck)(struct uroce_nic *nic, const struct uroce_pd *pd,
+			     struct uroce_sge *sge, uint32_t n);
+	uint8_t *(*mw_ptr)(struct uroce_mw *mw, const struct uroce_pd *pd,
+			   uint32_t qpn, uint32_t key, uint64_t va,
+			   uint64_t len, int access);
+	enum ibv_wc_status (*mw_bind)(struct uroce_qp *qp,
+				      const struct uroce_send_wqe *wqe);
+	enum ibv_wc_status (*mw_local_inv)(struct uroce_qp *qp, uint32_t rkey);
+	bool (*mw_remote_inv)(struct uroce_nic *nic, const struct uroce_pd *pd,
+			      uint32_t qpn, uint32_t key);
+	int (*odp_fault)(const void *addr, size_t length, bool write);
+	/* receive queues */
+	bool (*rq_pop)(struct uroce_rq *rq, struct uroce_recv_wqe *out,
+		       struct uroce_sge *sge_store);
+	struct uroce_srq *(*srq_lookup)(struct uroce_nic *nic, uint32_t srq_num);
+	void (*srq_check_limit)(struct uroce_srq *srq);
+	/* completions */
+	bool (*cq_push)(struct uroce_cq *cq, const struct ibv_wc *wc,
+			bool solicited);
+	void (*hold_wakes)(void);
+	void (*release_wakes)(void);
+	/* QP state and async events (_locked: the caller holds sq_lock) */
+	void (*qp_to_error)(struct uroce_qp *qp, bool async_event);
+	void (*qp_to_error_locked)(struct uroce_qp *qp, bool async_event);
+	void (*async_event)(struct uroce_context *ctx,
+			    const struct ibv_async_event *ev);
+};
+
 /* The service on QP1 (the CM), above the transport: the datagrams for
  * QP1 go to rx (rx_lock held), and the engine runs its timers with its own
  * (timers returns the next deadline, UINT64_MAX for none).  Set in

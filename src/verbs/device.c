@@ -113,7 +113,7 @@ UROCE_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device)
 	c = &ctx->vctx.context;
 	c->cmd_fd = c->async_fd = ctx->async_wfd = -1;
 
-	ctx->nic = uroce_nic_get();
+	ctx->nic = uroce_nic_get(&uroce_verbs_objects);
 	if (!ctx->nic) {
 		err = errno;
 		goto fail;

@@ -223,6 +223,11 @@ struct uroce_resp_res {
 	uint64_t atomic_orig;
 };
 
+/* The objects' side of the transport (transport.h), which the device
+ * takes when it opens (verbs/objects_ops.c). */
+struct uroce_objects_ops;
+extern const struct uroce_objects_ops uroce_verbs_objects;
+
 /* ---- object helpers used across files ------------------------------------ */
 
 /* Whether [addr, addr + len) lies inside [base, base + size); written so
@@ -274,6 +279,11 @@ void uroce_cq_hold_wakes(void);
 void uroce_cq_release_wakes(void);
 /* Drop a QP's completions still in the CQ, keeping the others in order. */
 void uroce_cq_clean(struct uroce_cq *cq, uint32_t qp_num);
+
+/* verbs/qp.c: move a QP to the error state and flush its queues; the _locked
+ * variant is for callers already holding sq_lock. */
+void uroce_qp_to_error(struct uroce_qp *qp, bool async_event);
+void uroce_qp_to_error_locked(struct uroce_qp *qp, bool async_event);
 
 /* Post an asynchronous event on the context's async fd. */
 void uroce_async_event(struct uroce_context *ctx, const struct ibv_async_event *ev);

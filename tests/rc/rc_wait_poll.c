@@ -144,7 +144,11 @@ static void run(struct h_proc *p)
 		H_CHECK(v[1] > 0);
 		return;
 	}
-	H_CHECK(v[0] > ROUNDS / 2);
+	/* Most waits end in the poll.  How many waits there are at all
+	 * varies (a completion already there needs none): from a thousand
+	 * to two in 2,000 rounds on the bench VM. */
+	H_CHECK(v[0] + v[1] > ROUNDS / 4);
+	H_CHECK(v[0] > (v[0] + v[1]) / 2);
 	if (p->role == 0)
 		H_CHECK(v[1] > 0);
 }

@@ -16,8 +16,8 @@
 #include <string.h>
 
 #include "cm/cm.h"
-#include "transport/hdr.h"
 #include "net/icrc.h"
+#include "transport/hdr.h"
 #include "transport/opcode.h"
 #include "transport/transport.h"
 

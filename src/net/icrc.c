@@ -11,8 +11,8 @@
 
 #include <isa-l.h>
 
-#include "transport/hdr.h"
 #include "net/icrc.h"
+#include "transport/hdr.h"
 
 enum {
 	PSEUDO_LRH_LEN = 8,

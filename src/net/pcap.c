@@ -34,9 +34,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "net/icrc.h"
 #include "net/ip_header.h"
 #include "net/pcap.h"
-#include "net/icrc.h"
 
 enum {
 	PCAP_MAGIC_NS = 0xa1b23c4d,	/* nanosecond-resolution timestamps */

@@ -15,7 +15,6 @@
 struct uroce_qp;
 
 struct uroce_cc_ops {
-	const char *name;
 	/* packets the QP may have unacknowledged now */
 	uint32_t (*window)(const struct uroce_qp *qp);
 	/* npkts more acknowledged, in order */

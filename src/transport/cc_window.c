@@ -45,7 +45,6 @@ static void lost(struct uroce_qp *qp)
 }
 
 const struct uroce_cc_ops uroce_cc_window = {
-	.name = "window",
 	.window = window,
 	.acked = acked,
 	.lost = lost,

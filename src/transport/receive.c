@@ -7,9 +7,8 @@
  */
 #include <arpa/inet.h>
 
-
-#include "transport/hdr.h"
 #include "net/icrc.h"
+#include "transport/hdr.h"
 #include "transport/opcode.h"
 #include "transport/transport.h"
 

@@ -2,9 +2,9 @@
 #include <arpa/inet.h>
 #include <string.h>
 
+#include "net/icrc.h"
 #include "samehost/samehost.h"
 #include "transport/hdr.h"
-#include "net/icrc.h"
 #include "transport/opcode.h"
 #include "transport/transport.h"
 

@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include "device.h"
-#include "transport/hdr.h"
 #include "net/icrc.h"
+#include "transport/hdr.h"
 #include "transport/transport.h"
 
 struct ibv_context *fuzz_ctx;

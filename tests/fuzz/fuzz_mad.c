@@ -24,8 +24,8 @@
 
 #include "cm/cm.h"
 #include "device.h"
-#include "transport/hdr.h"
 #include "net/icrc.h"
+#include "transport/hdr.h"
 #include "transport/transport.h"
 
 enum {

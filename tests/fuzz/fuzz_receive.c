@@ -29,8 +29,8 @@
 #include <string.h>
 
 #include "device.h"
-#include "transport/hdr.h"
 #include "net/icrc.h"
+#include "transport/hdr.h"
 #include "transport/opcode.h"
 #include "transport/transport.h"
 

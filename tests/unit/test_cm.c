@@ -22,8 +22,8 @@
 #include <unistd.h>
 
 #include "cm/cm.h"
-#include "transport/hdr.h"
 #include "net/icrc.h"
+#include "transport/hdr.h"
 #include "transport/transport.h"
 
 enum {

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "transport/hdr.h"
 #include "net/icrc.h"
+#include "transport/hdr.h"
 #include "transport/transport.h"
 
 /* Deterministic so that a failure reproduces. */

@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "transport/hdr.h"
 #include "net/icrc.h"
+#include "transport/hdr.h"
 #include "transport/opcode.h"
 #include "transport/transport.h"
 

@@ -107,6 +107,7 @@ static void close_tx(int tx[2][SVC_TX_PER_FAMILY])
 static void client_drop(struct client *c)
 {
 	if (c->slot) {
+		udp_mcast_drop_slot(nic, c->slot);
 		udp_fwd_set(nic, c->slot, -1);
 		slot_used[c->slot] = false;
 	}
@@ -339,6 +340,19 @@ static void do_release(struct client *c, const struct svc_req *req)
 	reply(c, -ENOENT, 0, 0, NULL, 0);
 }
 
+/* A group the process's QPs receive: its datagrams go to the process. */
+static void do_mcast(struct client *c, const struct svc_req *req, bool join)
+{
+	union uroce_sockaddr group;
+	int err = -EINVAL;
+
+	if (c->slot && addr_norm(&req->self, &group)) {
+		group.in4.sin_port = 0;	/* the same place in both families */
+		err = udp_mcast_member(nic, c->slot, &group, join);
+	}
+	reply(c, err, 0, 0, NULL, 0);
+}
+
 static void client_request(struct client *c)
 {
 	struct svc_req req;
@@ -360,6 +374,10 @@ static void client_request(struct client *c)
 		break;
 	case SVC_RELEASE:
 		do_release(c, &req);
+		break;
+	case SVC_MCAST_JOIN:
+	case SVC_MCAST_LEAVE:
+		do_mcast(c, &req, req.op == SVC_MCAST_JOIN);
 		break;
 	default:
 		reply(c, -EOPNOTSUPP, 0, 0, NULL, 0);

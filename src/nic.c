@@ -33,6 +33,8 @@ static void nic_free(struct uroce_nic *nic)
 	pthread_mutex_destroy(&nic->gsi.lock);
 	free(nic->held);
 	pthread_mutex_destroy(&nic->held_lock);
+	free(nic->mcast.groups);
+	pthread_mutex_destroy(&nic->mcast.lock);
 	pthread_mutex_destroy(&nic->rx_lock);
 	pthread_mutex_destroy(&nic->lock);
 	free(nic);
@@ -48,6 +50,7 @@ static struct uroce_nic *nic_create(const struct uroce_objects_ops *objects)
 	pthread_mutex_init(&nic->lock, NULL);
 	pthread_mutex_init(&nic->rx_lock, NULL);
 	pthread_mutex_init(&nic->held_lock, NULL);
+	pthread_mutex_init(&nic->mcast.lock, NULL);
 	pthread_rwlock_init(&nic->mr_lock, NULL);
 	nic->wake_fd = -1;
 	nic->leave_fd = -1;

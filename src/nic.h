@@ -17,6 +17,7 @@ struct uroce_qp;
 struct uroce_mr;
 struct uroce_mw;
 struct uroce_cm;
+struct uroce_mcast_group;
 struct uroce_qp1_ops;
 struct uroce_objects_ops;
 struct uroce_sh;
@@ -139,6 +140,14 @@ struct uroce_nic {
 		uint16_t sport4, sport6;	/* and their source ports */
 		atomic_uint psn;
 	} gsi;
+	/* multicast groups and their QPs (transport/mcast.c): changed under
+	 * mcast.lock and rx_lock, read under either */
+	struct {
+		pthread_mutex_t lock;
+		struct uroce_mcast_group *groups;
+		unsigned n, cap, attached;
+	} mcast;
+
 	struct uroce_cm *cm;
 	const struct uroce_qp1_ops *qp1;	/* the CM's (transport.h) */
 	/* the verbs objects' side of the transport (transport.h) */

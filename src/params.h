@@ -19,6 +19,9 @@ enum uroce_params {
 	UROCE_QPN_SLOT_SHIFT = 14,
 	UROCE_MAX_SLOTS = 1 << (24 - UROCE_QPN_SLOT_SHIFT),
 	UROCE_MAX_QP = (1 << UROCE_QPN_SLOT_SHIFT) - 1,
+	/* DestQP of a multicast datagram (IBTA 10.5.2.5): never a QP's own
+	 * number, though slot 1023's last index would spell it */
+	UROCE_QPN_MULTICAST = 0xFFFFFF,
 
 	/* rkey/lkey = index << UROCE_KEY_SHIFT | random key bits */
 	UROCE_KEY_SHIFT = 12,
@@ -31,6 +34,10 @@ enum uroce_params {
 	UROCE_MAX_CQE = (1 << 20) - 1,
 	UROCE_MAX_PD = 1 << 16,
 	UROCE_MAX_AH = 1 << 16,
+	/* multicast groups, QPs per group and attachments in all: Soft-RoCE's */
+	UROCE_MAX_MCAST_GRP = 8192,
+	UROCE_MAX_MCAST_QP_ATTACH = 56,
+	UROCE_MAX_TOTAL_MCAST_QP_ATTACH = 0x70000,
 	UROCE_MAX_SRQ = 1 << 14,
 	UROCE_MAX_SRQ_WR = 16384,
 	UROCE_MAX_SRQ_SGE = 32,

@@ -147,6 +147,12 @@ struct uroce_net_ops {
 	void (*sid_release)(struct uroce_nic *nic, uint64_t sid);
 	int (*sid_forward)(struct uroce_nic *nic, uint64_t sid,
 			   const struct uroce_rxpkt *rx);
+	/* Receive the datagrams sent to an IP multicast group (port 0),
+	 * host-wide, until left; joins are not counted: one each. */
+	int (*mcast_join)(struct uroce_nic *nic,
+			  const union uroce_sockaddr *group);
+	void (*mcast_leave)(struct uroce_nic *nic,
+			    const union uroce_sockaddr *group);
 };
 
 extern const struct uroce_net_ops uroce_net_udp;

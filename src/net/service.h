@@ -43,6 +43,9 @@ enum svc_op {
 	SVC_STEER,
 	/* the socket of SVC_STEER for self and peer is closed */
 	SVC_RELEASE,
+	/* receive, or no longer, the multicast group self (port 0) */
+	SVC_MCAST_JOIN,
+	SVC_MCAST_LEAVE,
 };
 
 struct svc_req {

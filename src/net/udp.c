@@ -91,6 +91,7 @@ static void udp_close(struct uroce_nic *nic)
 	pthread_mutex_destroy(&p->sid_lock);
 	udp_svc_close(p);
 	pthread_mutex_destroy(&p->svc_lock);
+	udp_mcast_close(p);
 	for (unsigned i = 0; i < UROCE_MAX_SLOTS; i++)
 		if (p->fwd_to[i] >= 0)
 			close(p->fwd_to[i]);
@@ -143,6 +144,7 @@ static int udp_open(struct uroce_nic *nic)
 		p->sid_fwd[i].fd = -1;
 	pthread_mutex_init(&p->sid_lock, NULL);
 	pthread_mutex_init(&p->svc_lock, NULL);
+	pthread_mutex_init(&p->mcast_lock, NULL);
 	for (unsigned i = 0; i < UROCE_MAX_SLOTS; i++)
 		p->fwd_to[i] = -1;
 	p->uid = getuid();	/* what SCM_CREDENTIALS reports for a sender */
@@ -403,11 +405,9 @@ static int udp_rx_fds(struct uroce_nic *nic, int *fds, int max)
 	return 1;
 }
 
-static unsigned dest_slot(const uint8_t *bth)
+static uint32_t dest_qpn(const uint8_t *bth)
 {
-	uint32_t qpn = (uint32_t)bth[5] << 16 | bth[6] << 8 | bth[7];
-
-	return uroce_qpn_slot(qpn);
+	return (uint32_t)bth[5] << 16 | bth[6] << 8 | bth[7];
 }
 
 /* Fills rx->dst and rx->tos from the control messages of a UDP datagram;
@@ -487,6 +487,7 @@ static unsigned rx_udp(struct uroce_nic *nic, unsigned i,
 	for (off = 0; off < len; off += seg) {
 		struct uroce_rxpkt *r = &rx[out];
 		unsigned slot;
+		uint32_t qpn;
 
 		if (out == room) {
 			/* more than the kernel merges: never expected */
@@ -504,7 +505,12 @@ static unsigned rx_udp(struct uroce_nic *nic, unsigned i,
 			STAT_INC(nic, rx_malformed);
 			continue;
 		}
-		slot = dest_slot(r->data);
+		qpn = dest_qpn(r->data);
+		if (qpn == UROCE_QPN_MULTICAST) {
+			out += udp_mcast_route(nic, r);
+			continue;
+		}
+		slot = uroce_qpn_slot(qpn);
 		/* slot 0 is no process's: its QPNs (QP1) are served by
 		 * whichever process the kernel picked */
 		if (slot == 0 || slot == nic->slot) {
@@ -722,4 +728,6 @@ const struct uroce_net_ops uroce_net_udp = {
 	.sid_claim = udp_sid_claim,
 	.sid_release = udp_sid_release,
 	.sid_forward = udp_sid_forward,
+	.mcast_join = udp_mcast_join,
+	.mcast_leave = udp_mcast_leave,
 };

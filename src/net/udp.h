@@ -28,6 +28,7 @@ enum {
 	/* the transmit sockets uroced makes for a process, per family: one
 	 * per flow class of its slot */
 	SVC_TX_PER_FAMILY = 1 << UROCE_SPORT_CLASS_BITS,
+	MCAST_HOPS = 64,	/* a multicast datagram's TTL / hop limit */
 	SERVICE_SLOT = 1,	/* uroced's own: QP1 and the CM's replies */
 };
 
@@ -87,6 +88,8 @@ struct shared_sock {
 	union uroce_sockaddr self, peer;
 };
 
+struct udp_mcast_group;
+
 struct udp_priv {
 	int fd4, fd6;			/* -1 when absent */
 	int fdu;			/* our slot's forwarding listener */
@@ -117,6 +120,12 @@ struct udp_priv {
 	int svc_data;
 	pthread_mutex_t svc_lock;
 	int svc_tx[2][SVC_TX_PER_FAMILY];
+
+	/* multicast groups joined on fd4/fd6 and their member slots
+	 * (udp_mcast.c) */
+	pthread_mutex_t mcast_lock;
+	struct udp_mcast_group *mcast;
+	unsigned nmcast, mcast_cap;
 
 	/* Handle -> socket.  Chunks are never freed before close, so xmit
 	 * looks up without the lock while tx_open grows the table. */
@@ -196,7 +205,22 @@ int udp_svc_steer(struct udp_priv *p, const union uroce_sockaddr *self,
 		  const union uroce_sockaddr *peer, int *out);
 void udp_svc_release(struct udp_priv *p, const union uroce_sockaddr *self,
 		     const union uroce_sockaddr *peer);
+int udp_svc_mcast(struct udp_priv *p, const union uroce_sockaddr *group,
+		  bool join);
 long udp_port_holder(uint16_t port, bool others_only);
 void udp_port_taken(uint16_t port);
+
+/* udp_mcast.c: multicast groups.  slot joins (or leaves) group on this
+ * process's sockets: its own slot, or in uroced the slot of a process it
+ * serves (udp_mcast_drop_slot when the process is gone).  route hands a
+ * multicast datagram to the member processes, true if this one is one. */
+int udp_mcast_member(struct uroce_nic *nic, unsigned slot,
+		     const union uroce_sockaddr *group, bool join);
+void udp_mcast_drop_slot(struct uroce_nic *nic, unsigned slot);
+bool udp_mcast_route(struct uroce_nic *nic, const struct uroce_rxpkt *rx);
+int udp_mcast_join(struct uroce_nic *nic, const union uroce_sockaddr *group);
+void udp_mcast_leave(struct uroce_nic *nic,
+		     const union uroce_sockaddr *group);
+void udp_mcast_close(struct udp_priv *p);
 
 #endif

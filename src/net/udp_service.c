@@ -312,3 +312,20 @@ void udp_svc_release(struct udp_priv *p, const union uroce_sockaddr *self,
 	svc_call(p, &req, &rep, NULL, 0);
 	pthread_mutex_unlock(&p->svc_lock);
 }
+
+int udp_svc_mcast(struct udp_priv *p, const union uroce_sockaddr *group,
+		  bool join)
+{
+	struct svc_req req = {
+		.magic = SVC_MAGIC,
+		.op = join ? SVC_MCAST_JOIN : SVC_MCAST_LEAVE,
+	};
+	struct svc_reply rep;
+	int n;
+
+	memcpy(&req.self, group, sizeof(req.self));
+	pthread_mutex_lock(&p->svc_lock);
+	n = svc_call(p, &req, &rep, NULL, 0);
+	pthread_mutex_unlock(&p->svc_lock);
+	return n < 0 ? n : 0;
+}

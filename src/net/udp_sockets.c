@@ -68,6 +68,10 @@ static int rx_socket_at(const union uroce_sockaddr *a,
 			err = setopt(fd, IPPROTO_IP, IP_PKTINFO, 1);
 		if (!err)
 			err = setopt(fd, IPPROTO_IP, IP_RECVTOS, 1);
+		/* only the multicast groups joined on this socket
+		 * (net/udp_mcast.c) */
+		if (!err)
+			err = setopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, 0);
 	} else {
 		if (!err)
 			err = setopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
@@ -75,6 +79,8 @@ static int rx_socket_at(const union uroce_sockaddr *a,
 			err = setopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1);
 		if (!err)
 			err = setopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, 1);
+		if (!err)
+			err = setopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_ALL, 0);
 		/* rxe and RoCE hardware send a zero UDP checksum over IPv6
 		 * too; the ICRC protects the packet instead. */
 		if (!err)
@@ -231,6 +237,11 @@ int udp_tx_socket(int family, uint16_t sport)
 		if (!err)
 			err = setopt(fd, IPPROTO_IP, IP_MTU_DISCOVER,
 				     IP_PMTUDISC_DO);
+		/* multicast goes as far as unicast, with the hop limit the
+		 * kernel's rdma_cm puts in a group's address handle */
+		if (!err)
+			err = setopt(fd, IPPROTO_IP, IP_MULTICAST_TTL,
+				     MCAST_HOPS);
 		/* rxe and hardware send UDP checksum 0 (the ICRC covers the
 		 * payload), but the kernel refuses UDP GSO without checksums,
 		 * and GSO saves far more than the checksum costs: it is
@@ -246,6 +257,9 @@ int udp_tx_socket(int family, uint16_t sport)
 		if (!err)
 			err = setopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER,
 				     IPV6_PMTUDISC_DO);
+		if (!err)
+			err = setopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_HOPS,
+				     MCAST_HOPS);
 	}
 	if (!err && bind(fd, &a.sa, alen))
 		err = -errno;

@@ -64,8 +64,7 @@ static void addr_gid(const struct sockaddr *sa, union ibv_gid *gid)
 	}
 }
 
-/* The index of the GID that is this address, or -1. */
-static int gid_index(struct cma_id *id, const struct sockaddr *sa)
+int cma_gid_index(struct cma_id *id, const struct sockaddr *sa)
 {
 	struct ibv_port_attr port;
 	union ibv_gid want, gid;
@@ -222,7 +221,7 @@ int cma_listen_port(struct cma_id *id, int backlog)
 /* Makes the id the device's, with the address as its source GID. */
 static int attach(struct cma_id *id, const struct sockaddr *src)
 {
-	int index = gid_index(id, src);
+	int index = cma_gid_index(id, src);
 
 	if (index < 0)
 		return is_local(src) ? ENODEV : EADDRNOTAVAIL;
@@ -340,7 +339,7 @@ CMA_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id,
 		err = route_source(dst, src);
 	if (!err && !cm_id->verbs)
 		err = attach(id, src);
-	else if (!err && gid_index(id, src) < 0)
+	else if (!err && cma_gid_index(id, src) < 0)
 		err = ENODEV;
 	if (err == EADDRNOTAVAIL)
 		err = ENODEV;	/* no RDMA device owns the source */

@@ -498,6 +498,7 @@ CMA_EXPORT int rdma_destroy_id(struct rdma_cm_id *cm_id)
 		rdma_ack_cm_event(id->id.event);
 		id->id.event = NULL;
 	}
+	cma_forget_groups(id);
 	/* first no more events: no request picks the id as its listener, and
 	 * the CM sends what the state calls for */
 	cma_unbind_port(id);

@@ -8,8 +8,9 @@
  * cma.c   event channels, ids, events, devices
  * addr.c  binding, address and route resolution, options, rdma_getaddrinfo
  * conn.c  QPs on ids, connect / accept / reject / disconnect
- * ep.c    the synchronous API (rdma_create_ep, rdma_get_request), SRQs,
- *         multicast and ECE
+ * ep.c    the synchronous API (rdma_create_ep, rdma_get_request), SRQs
+ *         and ECE
+ * mcast.c multicast groups
  */
 #ifndef UROCE_RDMACM_H
 #define UROCE_RDMACM_H
@@ -57,6 +58,7 @@ struct cma_device {
 };
 
 struct cma_channel;
+struct cma_mc;
 
 /* What the connection needs from the REQ or REP that the peer sent. */
 struct cma_peer {
@@ -95,6 +97,7 @@ struct cma_id {
 	struct cma_id *bound_next;	/* the process's ids holding ports */
 	bool listening;			/* under the ports' lock */
 	uint32_t qkey;			/* UD */
+	struct cma_mc *mc_list;		/* groups joined, under cma_lock */
 
 	/* negotiated for our QP */
 	uint8_t responder_resources, initiator_depth;
@@ -181,6 +184,8 @@ uint16_t cma_port(const struct sockaddr *sa);
 void cma_set_port(struct sockaddr *sa, uint16_t port);
 socklen_t cma_addr_len(const struct sockaddr *sa);
 int cma_bind_port(struct cma_id *id, struct sockaddr *addr);
+/* The index of the GID that is this address, or -1. */
+int cma_gid_index(struct cma_id *id, const struct sockaddr *sa);
 /* The port goes with the id's last reference; no request reaches it. */
 void cma_unbind_port(struct cma_id *id);
 /* A listener's port may be shared (another family, another address, both
@@ -225,5 +230,8 @@ static inline uint8_t cma_ack_timeout(uint8_t ca_ack_delay,
 int cma_qp_attr(struct cma_id *id, struct ibv_qp_attr *attr, int *mask);
 int cma_process_conn_resp(struct cma_id *id, struct cma_event *ev);
 void cma_destroy_cqs(struct cma_id *id);
+
+/* mcast.c: the id's groups are forgotten (rdma_destroy_id) */
+void cma_forget_groups(struct cma_id *id);
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * The synchronous API (rdma_create_ep, rdma_get_request), SRQs on ids, and
- * the calls for what RoCE over uroce does not have: multicast and ECE.
+ * ECE, which uroce does not have.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -204,36 +204,6 @@ fail: {
 	errno = err;
 	return -1;
 }
-}
-
-/* Multicast needs a fabric that replicates (an IB switch or an IGMP-aware
- * Ethernet path with RoCE multicast GIDs); uroce has no multicast. */
-CMA_EXPORT int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr,
-				   void *context)
-{
-	(void)context;
-	if (!id || !addr)
-		return cma_errno(EINVAL);
-	return cma_errno(EOPNOTSUPP);
-}
-
-CMA_EXPORT int rdma_join_multicast_ex(struct rdma_cm_id *id,
-				      struct rdma_cm_join_mc_attr_ex *mc_join_attr,
-				      void *context)
-{
-	(void)context;
-	if (!id || !mc_join_attr)
-		return cma_errno(EINVAL);
-	return cma_errno(EOPNOTSUPP);
-}
-
-CMA_EXPORT int rdma_leave_multicast(struct rdma_cm_id *id,
-				    struct sockaddr *addr)
-{
-	if (!id || !addr)
-		return cma_errno(EINVAL);
-	/* nothing was ever joined */
-	return cma_errno(EADDRNOTAVAIL);
 }
 
 /* Enhanced Connection Establishment is vendor-specific (mlx5): uroce

@@ -88,6 +88,18 @@ static bool service_matches(const struct uroce_qp *qp, uint8_t opcode)
 	}
 }
 
+static void parsed(struct uroce_pkt *pkt, struct uroce_rxpkt *rx,
+		   const struct ib_opcode_info *info)
+{
+	pkt->rx = rx;
+	pkt->bth = rx->data;
+	pkt->opcode = bth_opcode(rx->data);
+	pkt->mask = info->mask;
+	pkt->psn = bth_psn(rx->data);
+	pkt->payload = rx->data + info->hdr_len;
+	pkt->paylen = rx->len - info->hdr_len - bth_pad(rx->data) - ICRC_LEN;
+}
+
 static struct uroce_qp *parse(struct uroce_nic *nic, struct uroce_rxpkt *rx,
 			      struct uroce_pkt *pkt, bool from_ring)
 {
@@ -130,6 +142,16 @@ static struct uroce_qp *parse(struct uroce_nic *nic, struct uroce_rxpkt *rx,
 	}
 
 	qpn = bth_qpn(bth);
+	if (qpn == UROCE_QPN_MULTICAST) {
+		/* only UD sends are multicast (IBTA 10.5.2.5) */
+		if ((bth_opcode(bth) & 0xE0) != IB_OPC_UD) {
+			STAT_INC(nic, rx_malformed);
+			return NULL;
+		}
+		parsed(pkt, rx, info);
+		uroce_mcast_rx(nic, pkt);
+		return NULL;
+	}
 	if (uroce_qpn_slot(qpn) != nic->slot) {
 		STAT_INC(nic, rx_unknown_qp);
 		return NULL;
@@ -152,13 +174,7 @@ static struct uroce_qp *parse(struct uroce_nic *nic, struct uroce_rxpkt *rx,
 		return NULL;
 	}
 
-	pkt->rx = rx;
-	pkt->bth = bth;
-	pkt->opcode = bth_opcode(bth);
-	pkt->mask = info->mask;
-	pkt->psn = bth_psn(bth);
-	pkt->payload = bth + info->hdr_len;
-	pkt->paylen = rx->len - fixed;
+	parsed(pkt, rx, info);
 	pkt->qp = qp;
 	return qp;
 }

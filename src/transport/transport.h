@@ -130,6 +130,16 @@ void uroce_comp_complete_tail(struct uroce_qp *qp, enum ibv_wc_status status);
  * takes the QP to error). */
 void uroce_comp_retire_local(struct uroce_qp *qp);
 
+/* mcast.c: UD multicast.  attach and detach return 0 or an errno (EINVAL:
+ * not UD or not a multicast GID, or for detach not attached; ENOMEM: a
+ * limit); rx hands a datagram for DestQP 0xFFFFFF to every QP attached to
+ * its group, under rx_lock. */
+bool uroce_gid_is_multicast(const union ibv_gid *gid);
+int uroce_mcast_attach(struct uroce_qp *qp, const union ibv_gid *mgid);
+int uroce_mcast_detach(struct uroce_qp *qp, const union ibv_gid *mgid);
+void uroce_mcast_detach_all(struct uroce_qp *qp);
+void uroce_mcast_rx(struct uroce_nic *nic, struct uroce_pkt *pkt);
+
 /* responder.c */
 void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
 /* qp->ack.owed's flag: an ACK is owed */

@@ -251,6 +251,9 @@ void uroce_fill_device_attr(const struct uroce_nic *nic,
 	 * so they are at least atomic among this device's atomics. */
 	attr->atomic_cap = IBV_ATOMIC_HCA;
 	attr->max_ah = UROCE_MAX_AH;
+	attr->max_mcast_grp = UROCE_MAX_MCAST_GRP;
+	attr->max_mcast_qp_attach = UROCE_MAX_MCAST_QP_ATTACH;
+	attr->max_total_mcast_qp_attach = UROCE_MAX_TOTAL_MCAST_QP_ATTACH;
 	attr->max_srq = UROCE_MAX_SRQ;
 	attr->max_srq_wr = UROCE_MAX_SRQ_WR;
 	attr->max_srq_sge = UROCE_MAX_SRQ_SGE;

@@ -15,6 +15,7 @@
 #include <rdma/ib_user_sa.h>
 #include <rdma/ib_user_verbs.h>
 
+#include "transport/transport.h"
 #include "uroce.h"
 
 /* Public symbols whose prototypes live in rdma-core's private driver.h and
@@ -501,13 +502,14 @@ UROCE_EXPORT int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
 	return EOPNOTSUPP;
 }
 
+/* UD multicast (transport/mcast.c).  The LID means nothing on RoCE. */
 UROCE_EXPORT int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
 				  uint16_t lid)
 {
 	(void)lid;
 	if (!qp || !gid)
 		return EINVAL;
-	return EOPNOTSUPP;
+	return uroce_mcast_attach(to_uqp(qp), gid);
 }
 
 UROCE_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
@@ -516,7 +518,7 @@ UROCE_EXPORT int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid,
 	(void)lid;
 	if (!qp || !gid)
 		return EINVAL;
-	return EOPNOTSUPP;
+	return uroce_mcast_detach(to_uqp(qp), gid);
 }
 
 /* Sharing objects between processes needs a kernel that owns them. */

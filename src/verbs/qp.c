@@ -114,7 +114,8 @@ static int qp_publish(struct uroce_nic *nic, struct uroce_qp *qp)
 		unsigned idx = nic->next_qp_index;
 
 		nic->next_qp_index = idx % UROCE_MAX_QP + 1;
-		if (atomic_load(&nic->qps[idx]))
+		if (atomic_load(&nic->qps[idx]) ||
+		    uroce_qpn(nic->slot, idx) == UROCE_QPN_MULTICAST)
 			continue;
 		qp->index = idx;
 		qp->ibqpx.qp_base.qp_num = uroce_qpn(nic->slot, idx);
@@ -162,9 +163,9 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,
 				 IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
 				 IBV_QP_INIT_ATTR_CREATE_FLAGS)) ||
 	    ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
-	     attr->create_flags)) {
-		/* create flags (an empty set is none), RSS, TSO: not
-		 * supported */
+	     (attr->create_flags & ~IBV_QP_CREATE_BLOCK_SELF_MCAST_LB))) {
+		/* create flags other than multicast loopback's, RSS, TSO:
+		 * not supported */
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -222,6 +223,9 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,
 	qp->ctx = ctx;
 	qp->tx = -1;
 	qp->tx6 = -1;
+	qp->block_self_mcast = (attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
+			       (attr->create_flags &
+				IBV_QP_CREATE_BLOCK_SELF_MCAST_LB);
 	qp->cc.ops = &uroce_cc_window;
 	qp->srq = attr->srq ? to_usrq(attr->srq) : NULL;
 	qp->xrcd = xrc_tgt ? to_uxrcd(attr->xrcd) : NULL;
@@ -588,6 +592,8 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 		return EINVAL;
 	qp = to_uqp(ibqp);
 	nic = qp->nic;
+	/* as the kernel's uverbs: a QP leaves its groups as it goes */
+	uroce_mcast_detach_all(qp);
 	uroce_sh_qp_withdraw(qp);
 	qp_unpublish(nic, qp);
 	/* what the peer sent before the end is acknowledged: the ACK may

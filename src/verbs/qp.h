@@ -31,6 +31,10 @@ struct uroce_qp {
 	int tx6;			/* UD: the IPv6 one (tx is IPv4) */
 	struct uroce_wr_stage *wr_stage;	/* ibv_wr_* API, or NULL */
 	uint16_t sport;
+	/* UD: IBV_QP_CREATE_BLOCK_SELF_MCAST_LB, and the multicast groups
+	 * it is attached to (under nic->mcast.lock) */
+	bool block_self_mcast;
+	unsigned mcast_groups;
 	/* RC: the peer's segment when it is a uroce process on this host
 	 * (samehost.h), and its QP's index there */
 	struct uroce_sh_peer *sh_peer;

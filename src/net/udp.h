@@ -121,8 +121,7 @@ struct udp_priv {
 	pthread_mutex_t svc_lock;
 	int svc_tx[2][SVC_TX_PER_FAMILY];
 
-	/* multicast groups joined on fd4/fd6 and their member slots
-	 * (udp_mcast.c) */
+	/* multicast groups received and their member slots (udp_mcast.c) */
 	pthread_mutex_t mcast_lock;
 	struct udp_mcast_group *mcast;
 	unsigned nmcast, mcast_cap;
@@ -172,6 +171,9 @@ extern bool udp_service_role;
  * share */
 int udp_set_buf(int fd, int name);
 int udp_rx_socket(int family, uint16_t port, int *out);
+/* A receiving socket bound to a multicast group's address and port. */
+int udp_group_socket(const union uroce_sockaddr *group, uint16_t port,
+		     int *out);
 int udp_tx_socket(int family, uint16_t sport);
 int udp_steer_socket(const union uroce_sockaddr *self,
 		     const union uroce_sockaddr *peer, unsigned slot, int *out);

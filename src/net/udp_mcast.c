@@ -3,24 +3,28 @@
  * group (Annex A17.7: the MGID is the group's IPv6 address, or an IPv4 one
  * mapped), its datagrams sent to UDP port 4791 with DestQP 0xFFFFFF.
  *
- * Whoever owns the port's receiving sockets joins the group on them, on
+ * Whoever owns the port receives a group's datagrams: a process in
+ * single-user mode for itself, uroced for the processes it serves.  It
+ * receives them on a socket of the group's own, bound to the group's
+ * address and port 4791 (so nothing else arrives there) and joined to it on
  * every interface that carries one of the port's GIDs of the group's family
- * (the kernel then answers IGMP/MLD queries for it): a process in
- * single-user mode for itself, uroced for the processes it serves.  The
- * sockets take only the groups joined on them (IP_MULTICAST_ALL off), so
- * each process sharing the port in single-user mode gets its own copy of
- * its groups' datagrams and none of the others'; uroced records which
- * slots joined and hands each datagram to those processes only.
+ * (the kernel then answers IGMP/MLD queries for it).  A socket of its own
+ * per group keeps each group within the kernel's limit of memberships per
+ * socket (net.ipv4.igmp_max_memberships, 20), and processes sharing the port
+ * in single-user mode each get their own copy.  uroced records which slots
+ * joined and hands each datagram to those processes only.
  */
 #include <errno.h>
 #include <net/if.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "net/udp.h"
 
 struct udp_mcast_group {
 	union uroce_sockaddr addr;	/* the IP group, port 0 */
+	int fd;				/* bound to it, joined */
 	uint64_t slots[UROCE_MAX_SLOTS / 64];	/* members */
 };
 
@@ -46,19 +50,15 @@ static struct udp_mcast_group *group_find(struct udp_priv *p,
 	return NULL;
 }
 
-/* Joins (or leaves) group on the socket of its family, once per interface
- * that has a GID of that family.  Returns how many interfaces took it, or
- * the last error when none did. */
-static int group_membership(struct uroce_nic *nic, struct udp_priv *p,
-			    const union uroce_sockaddr *addr, bool join)
+/* Joins fd to the group on every interface that has a GID of its family.
+ * Returns how many took it, or the last error when none did. */
+static int group_join(struct uroce_nic *nic, int fd,
+		      const union uroce_sockaddr *addr)
 {
 	int family = addr->sa.sa_family;
-	int fd = family == AF_INET ? p->fd4 : p->fd6;
 	unsigned done[UROCE_GID_TBL_LEN];
 	int ndone = 0, err = -EADDRNOTAVAIL;
 
-	if (fd < 0)
-		return -EAFNOSUPPORT;
 	for (int i = 0; i < nic->num_gids; i++) {
 		union uroce_sockaddr gid_addr;
 		unsigned ifindex = nic->gids[i].ifindex;
@@ -78,20 +78,16 @@ static int group_membership(struct uroce_nic *nic, struct udp_priv *p,
 				.imr_ifindex = (int)ifindex,
 			};
 
-			r = setsockopt(fd, IPPROTO_IP,
-				       join ? IP_ADD_MEMBERSHIP
-					    : IP_DROP_MEMBERSHIP,
-				       &mr, sizeof(mr));
+			r = setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr,
+				       sizeof(mr));
 		} else {
 			struct ipv6_mreq mr = {
 				.ipv6mr_multiaddr = addr->in6.sin6_addr,
 				.ipv6mr_interface = ifindex,
 			};
 
-			r = setsockopt(fd, IPPROTO_IPV6,
-				       join ? IPV6_JOIN_GROUP
-					    : IPV6_LEAVE_GROUP,
-				       &mr, sizeof(mr));
+			r = setsockopt(fd, IPPROTO_IPV6, IPV6_JOIN_GROUP, &mr,
+				       sizeof(mr));
 		}
 		if (r) {
 			err = -errno;
@@ -102,18 +98,48 @@ static int group_membership(struct uroce_nic *nic, struct udp_priv *p,
 	return ndone ? ndone : err;
 }
 
+/* The group's socket, joined and watched. */
+static int group_open(struct uroce_nic *nic, struct udp_priv *p,
+		      const union uroce_sockaddr *addr, int *out)
+{
+	int fd, err = udp_group_socket(addr, p->port, &fd);
+
+	if (err)
+		return err;
+	err = group_join(nic, fd, addr);
+	if (err >= 0)
+		err = udp_rx_watch(p, fd, RX_UDP);
+	if (err < 0) {
+		close(fd);
+		return err;
+	}
+	*out = fd;
+	return 0;
+}
+
+/* Closing leaves the group.  Not under mcast_lock: the receiver may wait
+ * for it while it holds the section we wait for. */
+static void group_close(struct udp_priv *p, int fd)
+{
+	udp_rx_unwatch(p, fd);
+	udp_rx_quiesce(p);
+	close(fd);
+}
+
 int udp_mcast_member(struct uroce_nic *nic, unsigned slot,
 		     const union uroce_sockaddr *addr, bool join)
 {
 	struct udp_priv *p = nic->net_priv;
 	struct udp_mcast_group *g;
-	int err = 0;
+	int err = 0, gone = -1;
 
 	if (slot >= UROCE_MAX_SLOTS)
 		return -EINVAL;
 	pthread_mutex_lock(&p->mcast_lock);
 	g = group_find(p, addr);
 	if (join && !g) {
+		int fd;
+
 		if (p->nmcast == p->mcast_cap) {
 			unsigned cap = p->mcast_cap ? 2 * p->mcast_cap : 8;
 			struct udp_mcast_group *m =
@@ -126,13 +152,13 @@ int udp_mcast_member(struct uroce_nic *nic, unsigned slot,
 			p->mcast = m;
 			p->mcast_cap = cap;
 		}
-		err = group_membership(nic, p, addr, true);
-		if (err < 0)
+		err = group_open(nic, p, addr, &fd);
+		if (err)
 			goto out;
-		err = 0;
 		g = &p->mcast[p->nmcast++];
 		memset(g, 0, sizeof(*g));
 		g->addr = *addr;
+		g->fd = fd;
 	}
 	if (!g) {
 		err = -ENOENT;
@@ -144,11 +170,13 @@ int udp_mcast_member(struct uroce_nic *nic, unsigned slot,
 	}
 	g->slots[slot / 64] &= ~(1ull << (slot % 64));
 	if (no_members(g)) {
-		group_membership(nic, p, &g->addr, false);
+		gone = g->fd;
 		*g = p->mcast[--p->nmcast];
 	}
 out:
 	pthread_mutex_unlock(&p->mcast_lock);
+	if (gone >= 0)
+		group_close(p, gone);
 	return err;
 }
 
@@ -156,19 +184,24 @@ void udp_mcast_drop_slot(struct uroce_nic *nic, unsigned slot)
 {
 	struct udp_priv *p = nic->net_priv;
 
-	pthread_mutex_lock(&p->mcast_lock);
-	for (unsigned i = 0; i < p->nmcast;) {
-		struct udp_mcast_group *g = &p->mcast[i];
+	for (;;) {
+		int gone = -1;
 
-		g->slots[slot / 64] &= ~(1ull << (slot % 64));
-		if (no_members(g)) {
-			group_membership(nic, p, &g->addr, false);
-			*g = p->mcast[--p->nmcast];
-			continue;
+		pthread_mutex_lock(&p->mcast_lock);
+		for (unsigned i = 0; i < p->nmcast && gone < 0; i++) {
+			struct udp_mcast_group *g = &p->mcast[i];
+
+			g->slots[slot / 64] &= ~(1ull << (slot % 64));
+			if (no_members(g)) {
+				gone = g->fd;
+				*g = p->mcast[--p->nmcast];
+			}
 		}
-		i++;
+		pthread_mutex_unlock(&p->mcast_lock);
+		if (gone < 0)
+			return;
+		group_close(p, gone);
 	}
-	pthread_mutex_unlock(&p->mcast_lock);
 }
 
 bool udp_mcast_route(struct uroce_nic *nic, const struct uroce_rxpkt *rx)
@@ -216,8 +249,11 @@ void udp_mcast_leave(struct uroce_nic *nic, const union uroce_sockaddr *group)
 		udp_mcast_member(nic, nic->slot, group, false);
 }
 
+/* At close, when nothing receives any more. */
 void udp_mcast_close(struct udp_priv *p)
 {
+	for (unsigned i = 0; i < p->nmcast; i++)
+		close(p->mcast[i].fd);
 	free(p->mcast);
 	p->mcast = NULL;
 	p->nmcast = p->mcast_cap = 0;

@@ -68,7 +68,7 @@ static int rx_socket_at(const union uroce_sockaddr *a,
 			err = setopt(fd, IPPROTO_IP, IP_PKTINFO, 1);
 		if (!err)
 			err = setopt(fd, IPPROTO_IP, IP_RECVTOS, 1);
-		/* only the multicast groups joined on this socket
+		/* only the multicast groups joined on this very socket
 		 * (net/udp_mcast.c) */
 		if (!err)
 			err = setopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, 0);
@@ -106,6 +106,15 @@ int udp_rx_socket(int family, uint16_t port, int *out)
 	union uroce_sockaddr a;
 
 	any_addr(&a, family, port);
+	return rx_socket_at(&a, NULL, out);
+}
+
+int udp_group_socket(const union uroce_sockaddr *group, uint16_t port,
+		     int *out)
+{
+	union uroce_sockaddr a = *group;
+
+	a.in4.sin_port = htons(port);	/* the same place in both families */
 	return rx_socket_at(&a, NULL, out);
 }
 

@@ -3,7 +3,8 @@
  *
  *   verbs     attach/detach arguments as the kernel answers them: an RC QP
  *             or a unicast GID EINVAL, attaching twice no error, detaching
- *             a group not attached EINVAL; the device's limits; a QP
+ *             a group not attached EINVAL; the device's limits; more
+ *             groups than the kernel lets one socket join (20); a QP
  *             destroyed while attached.
  *   deliver   role 0 sends to an IPv4 group (DestQP 0xFFFFFF); every QP
  *             attached, in role 1 (two) and role 2 (one), gets every
@@ -28,6 +29,7 @@ enum {
 	FIRST = 20,		/* datagrams before the detach */
 	SECOND = 5,		/* and after */
 	QUIET_MS = 300,
+	MANY_GROUPS = 40,	/* twice net.ipv4.igmp_max_memberships */
 };
 
 struct mq {
@@ -162,6 +164,20 @@ static void verbs_role(struct h_proc *p)
 	H_OK(ibv_attach_mcast(m.qp, &mgid, 0));
 	H_OK(ibv_detach_mcast(m.qp, &mgid, 0));
 	H_EQ(ibv_detach_mcast(m.qp, &mgid, 0), EINVAL);
+	for (unsigned i = 0; i < MANY_GROUPS; i++) {
+		union ibv_gid g = mgid;
+
+		g.raw[13] = 254;
+		g.raw[15] = i;
+		H_OK(ibv_attach_mcast(m.qp, &g, 0));
+	}
+	for (unsigned i = 0; i < MANY_GROUPS; i++) {
+		union ibv_gid g = mgid;
+
+		g.raw[13] = 254;
+		g.raw[15] = i;
+		H_OK(ibv_detach_mcast(m.qp, &g, 0));
+	}
 	/* destroyed attached: it leaves the group as it goes */
 	H_OK(ibv_attach_mcast(m.qp, &mgid, 0));
 	H_OK(ibv_destroy_qp(rc));

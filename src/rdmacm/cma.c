@@ -51,6 +51,8 @@ struct cma_device *cma_device(void)
 	return the_dev.verbs ? &the_dev : NULL;
 }
 
+static pthread_mutex_t cma_xrcd_lock = PTHREAD_MUTEX_INITIALIZER;
+
 struct ibv_xrcd *cma_xrcd(struct cma_device *dev)
 {
 	struct ibv_xrcd_init_attr attr = {
@@ -59,10 +61,11 @@ struct ibv_xrcd *cma_xrcd(struct cma_device *dev)
 		.oflags = O_CREAT,
 	};
 
-	pthread_mutex_lock(&cma_lock);
+	/* not cma_lock: that is never held across a verb (src/LOCKING.md) */
+	pthread_mutex_lock(&cma_xrcd_lock);
 	if (!dev->xrcd)
 		dev->xrcd = ibv_open_xrcd(dev->verbs, &attr);
-	pthread_mutex_unlock(&cma_lock);
+	pthread_mutex_unlock(&cma_xrcd_lock);
 	return dev->xrcd;
 }
 

@@ -137,7 +137,6 @@ struct uroce_nic {
 	struct {
 		pthread_mutex_t lock;	/* opening the endpoints */
 		int tx4, tx6;		/* transmit endpoints, -1 until used */
-		uint16_t sport4, sport6;	/* and their source ports */
 		atomic_uint psn;
 	} gsi;
 	/* multicast groups and their QPs (transport/mcast.c): changed under

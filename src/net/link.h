@@ -45,8 +45,9 @@ struct uroce_gid_entry {
 /* ---- packets between transport and network backend ---------------------- */
 
 /* One RoCEv2 datagram being sent: UDP payload = iov[0..niov). The transport
- * fills hdr (BTH + extension headers) and trailer (pad + ICRC) and points the
- * payload iovecs straight at registered memory (zero copy). */
+ * fills hdr (BTH + extension headers) and the trailer's pad, leaves room
+ * for the ICRC that the link seals, and points the payload iovecs straight
+ * at registered memory (zero copy). */
 enum { UROCE_TX_IOV = UROCE_MAX_SGE + 2 };
 
 struct uroce_txpkt {
@@ -64,8 +65,8 @@ struct uroce_txpkt {
  * length except a shorter last one, leave as one datagram that the kernel
  * (or the NIC) cuts into segments.  Segment k of such a run carries IPv4
  * identification k (base 0 on an unconnected DF socket), which the ICRC
- * covers, so the transport and the backend must agree on the runs: both use
- * this function.
+ * covers, so the link's sealing and sending must agree on the runs: both
+ * use this function.
  */
 enum {
 	UROCE_GSO_MAX_SEGS = 64,
@@ -126,7 +127,17 @@ struct uroce_net_ops {
 	int (*steer)(struct uroce_nic *nic, int tx,
 		     const union uroce_sockaddr *self,
 		     const union uroce_sockaddr *peer, uint16_t peer_sport);
-	/* Send n datagrams; returns how many left (>= 0) or -errno. */
+	/* Put the ICRC into the trailers of pkts, about to leave in one xmit
+	 * call on tx. */
+	void (*seal)(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
+		     unsigned n);
+	/* Whether a received packet's ICRC holds. */
+	bool (*icrc_ok)(struct uroce_nic *nic, const struct uroce_rxpkt *rx);
+	/* A UD receive's GRH area (UROCE_GRH_LEN bytes) for a received
+	 * packet; returns what the work completion reports as its SL. */
+	uint8_t (*rx_grh)(const struct uroce_rxpkt *rx, uint8_t *grh);
+	/* Send n datagrams, sealed; returns how many left (>= 0) or
+	 * -errno. */
 	int (*xmit)(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
 		    unsigned n);
 	/* File descriptors the engine polls for POLLIN before calling recv. */
@@ -156,5 +167,21 @@ struct uroce_net_ops {
 };
 
 extern const struct uroce_net_ops uroce_net_udp;
+/* The UDP link's headers (net/udp_headers.c) */
+void uroce_udp_seal(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
+		    unsigned n);
+bool uroce_udp_icrc_ok(struct uroce_nic *nic, const struct uroce_rxpkt *rx);
+uint8_t uroce_udp_rx_grh(const struct uroce_rxpkt *rx, uint8_t *grh);
+
+/* Every link's way in and out (net/link.c): fault injection, then the
+ * ICRC.  xmit seals and sends n packets on tx: how many went, or -errno.
+ * recv returns the packets whose ICRC holds (0: none arrived, *drained
+ * set; or all were dropped), rx_verify keeps those of a batch. */
+int uroce_link_xmit(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
+		    unsigned n);
+int uroce_link_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
+		    unsigned max, bool *drained);
+unsigned uroce_link_rx_verify(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
+			      unsigned n);
 
 #endif

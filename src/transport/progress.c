@@ -103,7 +103,7 @@ static void engine_receive(struct uroce_nic *nic, enum rx_sockets sockets)
 	n = uroce_sh_recv(nic, pkts, UROCE_RX_BATCH);
 	if (n > 0) {
 		count_rx(nic, pkts, n);
-		uroce_recv_batch(nic, pkts, n, true);
+		uroce_recv_batch(nic, pkts, n);
 		uroce_sh_recv_done(nic);
 		budget -= n;
 	}
@@ -113,13 +113,15 @@ static void engine_receive(struct uroce_nic *nic, enum rx_sockets sockets)
 	/* an empty look costs a system call on the latency path: stop as
 	 * soon as the sockets say they are drained */
 	for (bool drained = false; budget > 0 && !drained;) {
-		n = nic->net->recv(nic, pkts, UROCE_RX_BATCH, &drained);
-		if (n <= 0)
+		n = uroce_link_recv(nic, pkts, UROCE_RX_BATCH, &drained);
+		if (n < 0)
 			break;
-		if (nic->faults.cfg.rx)
-			n = uroce_faults_apply(&nic->faults, pkts, n, UROCE_RX_BATCH);
+		if (!n) {	/* all dropped, and more may be there */
+			budget--;
+			continue;
+		}
 		count_rx(nic, pkts, n);
-		uroce_recv_batch(nic, pkts, n, false);
+		uroce_recv_batch(nic, pkts, n);
 		budget -= n;
 	}
 }

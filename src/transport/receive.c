@@ -1,70 +1,15 @@
 /*
  * Receive: every datagram is checked before any state is touched — length,
- * opcode, header sizes, ICRC, destination QP, transport type, and that it
- * comes from the peer the QP is connected to — then handed to the responder
+ * opcode, header sizes, destination QP, transport type, and that it comes
+ * from the peer the QP is connected to (its ICRC the link checked, where it
+ * has one: net/link.c) — then handed to the responder
  * (requests) or the completer (responses).  Anything else is counted and
  * dropped.
  */
-#include <arpa/inet.h>
 
-#include "net/icrc.h"
 #include "transport/hdr.h"
 #include "transport/opcode.h"
 #include "transport/transport.h"
-
-/*
- * The ICRC covers the IPv4 identification, which a UDP socket does not see:
- * uroce_icrc_check() recovers it, and a corrupted datagram passes as one
- * with some ID 2^-15 of the time, with a native ID (DF, below 64) only
- * 2^-26.  uroce and Linux's unconnected sockets send native IDs; Soft-RoCE
- * and NICs others.  So each IPv4 sender is held to the habit its first
- * datagram shows: one that sent native IDs gets only those, until it sends
- * ID_HABIT_STRIKES datagrams in a row that hold only with another ID (which
- * its retransmissions of what we drop do, and corruption does not), and
- * then any.
- */
-#define ID_HABIT_STRIKES 8
-
-static bool id_habit_ok(struct uroce_nic *nic, const struct in_addr *src,
-			enum uroce_icrc_verdict v)
-{
-	struct uroce_id_habit *h =
-		&nic->id_habits[(src->s_addr * 2654435761u) >>
-				(32 - UROCE_ID_HABITS_LOG2)];
-
-	if (h->addr != src->s_addr) {
-		*h = (struct uroce_id_habit){ .addr = src->s_addr,
-					      .any_id = v == UROCE_ICRC_OK_ANY_ID };
-		return true;
-	}
-	if (v == UROCE_ICRC_OK) {
-		h->strikes = 0;
-		return true;
-	}
-	if (h->any_id)
-		return true;
-	if (++h->strikes < ID_HABIT_STRIKES)
-		return false;
-	h->any_id = true;
-	return true;
-}
-
-bool uroce_rx_icrc_ok(struct uroce_nic *nic, const struct uroce_rxpkt *rx)
-{
-	struct uroce_icrc_ip ip = {
-		.family = rx->src.sa.sa_family,
-		.src = uroce_sockaddr_ip(&rx->src),
-		.dst = uroce_sockaddr_ip(&rx->dst),
-		.sport = ntohs(rx->src.in4.sin_port),
-		.dport = ntohs(rx->dst.in4.sin_port),
-	};
-	enum uroce_icrc_verdict v = uroce_icrc_check(&ip, rx->data, rx->len,
-						     NULL);
-
-	if (v == UROCE_ICRC_BAD)
-		return false;
-	return ip.family != AF_INET || id_habit_ok(nic, ip.src, v);
-}
 
 /* The transport service an opcode belongs to must be the QP's. */
 static bool service_matches(const struct uroce_qp *qp, uint8_t opcode)
@@ -101,7 +46,7 @@ static void parsed(struct uroce_pkt *pkt, struct uroce_rxpkt *rx,
 }
 
 static struct uroce_qp *parse(struct uroce_nic *nic, struct uroce_rxpkt *rx,
-			      struct uroce_pkt *pkt, bool from_ring)
+			      struct uroce_pkt *pkt)
 {
 	const uint8_t *bth = rx->data;
 	const struct ib_opcode_info *info;
@@ -134,13 +79,6 @@ static struct uroce_qp *parse(struct uroce_nic *nic, struct uroce_rxpkt *rx,
 		STAT_INC(nic, rx_malformed);
 		return NULL;
 	}
-	/* the same-host ring is memory no wire passes through: its
-	 * packets carry no ICRC (transport/xmit.c) */
-	if (!from_ring && !uroce_rx_icrc_ok(nic, rx)) {
-		STAT_INC(nic, rx_bad_icrc);
-		return NULL;
-	}
-
 	qpn = bth_qpn(bth);
 	if (qpn == UROCE_QPN_MULTICAST) {
 		/* only UD sends are multicast (IBTA 10.5.2.5) */
@@ -297,14 +235,13 @@ void uroce_acks_note_post(struct uroce_qp *qp)
 				      memory_order_relaxed);
 }
 
-void uroce_recv_batch(struct uroce_nic *nic, struct uroce_rxpkt *pkts, int n,
-		      bool from_ring)
+void uroce_recv_batch(struct uroce_nic *nic, struct uroce_rxpkt *pkts, int n)
 {
 	bool one_sided = false;
 
 	for (int i = 0; i < n; i++) {
 		struct uroce_pkt pkt;
-		struct uroce_qp *qp = parse(nic, &pkts[i], &pkt, from_ring);
+		struct uroce_qp *qp = parse(nic, &pkts[i], &pkt);
 
 		if (!qp)
 			continue;

@@ -8,7 +8,6 @@
 #include <sched.h>
 #include <string.h>
 
-#include "net/ip_header.h"
 #include "transport/hdr.h"
 #include "transport/opcode.h"
 #include "transport/responder.h"
@@ -511,26 +510,6 @@ static void resp_uc(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	qp->resp.ack_pending = false;
 }
 
-/* The 40-byte GRH area of a UD receive buffer (IBTA 11.4.1.2): the IPv6
- * header, or for IPv4 the IPv4 header in its last 20 bytes, as RoCE v2
- * devices write it and ibv_init_ah_from_wc reads it. */
-enum { WC_SL_IPV6 = 0x1, WC_SL_IPV4 = 0x2, WC_SL_ROCE_V2 = 0x8 };
-
-static void ud_grh(const struct uroce_pkt *pkt, uint8_t *grh)
-{
-	const struct uroce_rxpkt *rx = pkt->rx;
-	bool v4 = rx->src.sa.sa_family == AF_INET;
-
-	memset(grh, 0, UROCE_GRH_LEN);
-	/* neither the IPv4 ID nor the TTL is visible to us: 0 and the usual
-	 * default */
-	uroce_ip_header(v4 ? grh + UROCE_GRH_LEN - UROCE_IP4_HDR : grh,
-			&(struct uroce_ip_fields){
-				.src = &rx->src, .dst = &rx->dst,
-				.payload = 8 + rx->len, .tos = rx->tos,
-				.ttl = 64 });
-}
-
 /* UD (IBTA 9.8.4): single-packet SENDs checked against the Q_Key; with no
  * receive WQE posted the datagram is silently dropped. */
 static void resp_ud(struct uroce_qp *qp, struct uroce_pkt *pkt)
@@ -562,13 +541,9 @@ static void resp_ud(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		resp_bad_wqe(qp, pkt);
 		return;
 	}
-	ud_grh(pkt, grh);
+	/* the link rebuilds the headers below the BTH */
+	wc.sl = qp->nic->net->rx_grh(pkt->rx, grh);
 	wc.wr_id = qp->resp.cur.wr_id;
-	/* RoCE has no SL; mlx5 reports the packet's kind there instead, and
-	 * UCX reads it to find the destination address in the GRH area:
-	 * bit 3 a UDP (RoCEv2) frame, bits 2:0 its L3 header, 1 IPv6, 2 IPv4 */
-	wc.sl = WC_SL_ROCE_V2 | (pkt->rx->src.sa.sa_family == AF_INET
-					 ? WC_SL_IPV4 : WC_SL_IPV6);
 	if (!resp_place(qp, grh, sizeof(grh)) ||
 	    !resp_place(qp, pkt->payload, pkt->paylen)) {
 		wc.status = IBV_WC_LOC_LEN_ERR;

@@ -157,11 +157,10 @@ bool uroce_resp_claim_ack(struct uroce_qp *qp, struct uroce_txpkt *p);
 /* Flush every posted receive WQE (QP in error); rq lock not held. */
 void uroce_resp_flush(struct uroce_qp *qp);
 
-/* receive.c, under rx_lock: validate and handle received packets (from
- * the same-host ring: no ICRC to check); send the ACKs they call for (all,
- * or one QP's, which then leaves the list of those owing one). */
-void uroce_recv_batch(struct uroce_nic *nic, struct uroce_rxpkt *pkts, int n,
-		      bool from_ring);
+/* receive.c, under rx_lock: validate and handle received packets (their
+ * ICRCs checked by the link); send the ACKs they call for (all, or one
+ * QP's, which then leaves the list of those owing one). */
+void uroce_recv_batch(struct uroce_nic *nic, struct uroce_rxpkt *pkts, int n);
 void uroce_flush_acks(struct uroce_nic *nic);
 void uroce_flush_qp_ack(struct uroce_nic *nic, struct uroce_qp *qp);
 /* After an application thread received in ibv_poll_cq: the ACKs owed go

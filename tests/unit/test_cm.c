@@ -6,8 +6,8 @@
  * IDs, mutated valid messages).  Nothing may crash (ASan/UBSan build too),
  * every refused MAD is counted, and no id is left behind.
  *
- * MADs go straight into uroce_recv_batch() of a real device opened in this
- * process, under rx_lock as the engine delivers them; the replies the CM
+ * MADs go through the link's ICRC check into uroce_recv_batch() of a real
+ * device opened in this process, under rx_lock as the engine delivers them; the replies the CM
  * sends go to loopback and come back as MADs for comm IDs nobody has.
  */
 #include <setjmp.h>
@@ -115,7 +115,7 @@ static void deliver_len(uint32_t len, bool seal)
 			       uroce_icrc_compute(&ip, &iov, 1));
 	}
 	pthread_mutex_lock(&nic->rx_lock);
-	uroce_recv_batch(nic, &rx, 1, false);
+	uroce_recv_batch(nic, &rx, (int)uroce_link_rx_verify(nic, &rx, 1));
 	pthread_mutex_unlock(&nic->rx_lock);
 }
 

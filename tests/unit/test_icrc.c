@@ -311,7 +311,7 @@ static bool habit_rx(struct uroce_nic *nic, const char *src, uint16_t id)
 	rx.dst.in4 = (struct sockaddr_in){ .sin_family = AF_INET,
 					   .sin_port = htons(4791),
 					   .sin_addr = a.d4 };
-	return uroce_rx_icrc_ok(nic, &rx);
+	return uroce_udp_icrc_ok(nic, &rx);
 }
 
 /* A sender seen with native IDs gets only those, until eight datagrams in

@@ -8,8 +8,9 @@
  * again at an XRC target QP, whose requests also name an SRQ: one of its
  * domain, one of another domain, or any number.
  *
- * The packets go straight into uroce_recv_batch() of a real device opened in
- * this process, under rx_lock as the engine would deliver them, from the
+ * The packets go through the link's ICRC check into uroce_recv_batch() of a
+ * real device opened in this process, under rx_lock as the engine would
+ * deliver them, from the
  * address the QP is connected to.  Deterministic: a fixed seed.
  */
 #include <setjmp.h>
@@ -269,7 +270,8 @@ static void deliver(struct uroce_rxpkt *pkts, int n)
 	struct uroce_nic *nic = to_uctx(ctx)->nic;
 
 	pthread_mutex_lock(&nic->rx_lock);
-	uroce_recv_batch(nic, pkts, n, false);
+	n = (int)uroce_link_rx_verify(nic, pkts, (unsigned)n);
+	uroce_recv_batch(nic, pkts, n);
 	uroce_flush_acks(nic);
 	pthread_mutex_unlock(&nic->rx_lock);
 }

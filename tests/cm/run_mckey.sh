@@ -77,6 +77,15 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 fail=0
+# report WHO STATUS FILE: prints the output; a failure unless the process
+# ended well after its transfers
+report() {
+	echo "--- $1 (status $2)"
+	cat "$3"
+	if [ "$2" -ne 0 ] || ! grep -q "data transfers complete" "$3"; then
+		fail=1
+	fi
+}
 if [ "$ready" -ne "$receivers" ]; then
 	echo "FAIL: $((receivers - ready)) receiver(s) never joined"
 	fail=1
@@ -85,23 +94,11 @@ else
 	"${send_in[@]}" timeout "$limit" \
 		mckey -m "$group" -b "$send_bind" -s $send_args \
 		>"$work/send" 2>&1
-	status=$?
-	echo "--- sender (status $status)"
-	cat "$work/send"
-	if [ "$status" -ne 0 ] ||
-		! grep -q "data transfers complete" "$work/send"; then
-		fail=1
-	fi
+	report sender $? "$work/send"
 fi
 for i in $(seq "$receivers"); do
 	wait "${pids[$((i - 1))]}"
-	status=$?
-	echo "--- receiver $i (status $status)"
-	cat "$work/recv$i"
-	if [ "$status" -ne 0 ] ||
-		! grep -q "data transfers complete" "$work/recv$i"; then
-		fail=1
-	fi
+	report "receiver $i" $? "$work/recv$i"
 done
 pids=()
 [ "$fail" -eq 0 ] && echo PASS || echo FAIL

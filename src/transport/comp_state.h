@@ -14,8 +14,6 @@ struct uroce_comp_state {
 	uint32_t retry_left;
 	uint32_t rnr_retry_left;
 	uint64_t deadline;	/* ns of the local ACK timeout; 0 = idle */
-	uint32_t rewound_psn;	/* last PSN we went back to (avoid storms) */
-	bool rewound;
 	/* loss probe (completer.c): when to go back unasked, and how
 	 * often in a row it went unanswered */
 	uint64_t probe_at;	/* ns; 0 = none */

@@ -215,7 +215,6 @@ static void comp_progress(struct uroce_qp *qp, uint32_t new_psn)
 	qp->comp.psn = new_psn;
 	qp->comp.retry_left = qp->attr.retry_cnt;
 	qp->comp.rnr_retry_left = qp->attr.rnr_retry;
-	qp->comp.rewound = false;
 	qp->comp.probe_backoff = 0;
 	if (qp->comp.rtt_sent_ns && psn_diff(new_psn, qp->comp.rtt_psn) > 0)
 		rtt_sample(qp, now);
@@ -235,18 +234,15 @@ static void comp_progress(struct uroce_qp *qp, uint32_t new_psn)
 	}
 }
 
-/* Go back to comp.psn once per position: a burst of out-of-order responses
- * must not trigger a retransmission each.  A loss: the window shrinks, and
- * what is resent cannot be timed (its ACK may answer the first sending). */
-static void comp_rewind(struct uroce_qp *qp)
+/* Packets from comp.psn on were lost (again: see struct uroce_loss_ops).
+ * What loss recovery resends cannot be timed (its ACK may answer the
+ * first sending), and the congestion window hears of the loss. */
+static void comp_lost(struct uroce_qp *qp, bool again)
 {
-	if (qp->comp.rewound && qp->comp.rewound_psn == qp->comp.psn)
+	if (!qp->loss.ops->lost(qp, again))
 		return;
-	qp->comp.rewound = true;
-	qp->comp.rewound_psn = qp->comp.psn;
 	qp->comp.rtt_sent_ns = 0;
 	qp->cc.ops->lost(qp);
-	uroce_req_rewind(qp, qp->comp.psn);
 }
 
 /*
@@ -266,7 +262,7 @@ static void comp_ack_upto(struct uroce_qp *qp, uint32_t upto)
 			break;
 		end = psn_add(wqe->first_psn, wqe->npkts);
 		if (uroce_wqe_is_read_or_atomic(wqe)) {
-			comp_rewind(qp);
+			comp_lost(qp, false);
 			break;
 		}
 		if (psn_diff(upto, end) >= 0) {
@@ -306,7 +302,7 @@ static void comp_read_resp(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		return;
 	if (pkt->psn != qp->comp.psn) {
 		if (psn_diff(pkt->psn, qp->comp.psn) > 0)
-			comp_rewind(qp);	/* a response went missing */
+			comp_lost(qp, false);	/* a response went missing */
 		else
 			STAT_INC(qp->nic, rx_duplicate);
 		return;
@@ -401,8 +397,7 @@ static void comp_ack(struct uroce_qp *qp, struct uroce_pkt *pkt)
 				break;
 			}
 			qp->comp.retry_left--;
-			qp->comp.rewound = false;
-			comp_rewind(qp);
+			comp_lost(qp, true);
 			break;
 		case AETH_NAK_INVALID_REQ:
 			comp_fail(qp, IBV_WC_REM_INV_REQ_ERR);
@@ -500,8 +495,7 @@ void uroce_comp_timer(struct uroce_qp *qp, uint64_t now)
 			return;
 		STAT_INC(qp->nic, loss_probes);
 		if (!probe_tail(qp)) {
-			qp->comp.rewound = false;
-			comp_rewind(qp);
+			comp_lost(qp, true);
 		}
 		qp->comp.probe_backoff++;
 		uroce_comp_arm_probe(qp, now);
@@ -529,7 +523,6 @@ void uroce_comp_timer(struct uroce_qp *qp, uint64_t now)
 		return;
 	}
 	qp->comp.retry_left--;
-	qp->comp.rewound = false;
-	comp_rewind(qp);
+	comp_lost(qp, true);
 	uroce_req_progress(qp);
 }

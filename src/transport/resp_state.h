@@ -33,7 +33,8 @@ struct uroce_ack_state {
 struct uroce_resp_state {
 	uint32_t psn;		/* expected PSN */
 	uint32_t msn;
-	bool nak_sent;		/* one sequence NAK per gap */
+	bool nak_sent;		/* NAKed (a gap, RNR): silent until the
+				 * expected PSN comes */
 	bool drop_msg;		/* UC: ignore packets until a FIRST/ONLY */
 	bool cur_held;		/* cur is taken but its message was lost
 				 * (UC): reuse it for the next one */

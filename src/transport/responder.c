@@ -54,6 +54,11 @@ static void send_aeth(struct uroce_qp *qp, uint8_t syndrome, uint32_t psn)
 	uroce_xmit(qp, &p, 1);
 }
 
+void uroce_resp_nak(struct uroce_qp *qp, uint8_t syndrome, uint32_t psn)
+{
+	send_aeth(qp, syndrome, psn);
+}
+
 /* C9-105 asks for an ACK with the latest PSN.  Sent at once, not merged
  * with the one owed for the copy that came first: a requester whose tail
  * probe crossed a late original sees that PSN acknowledged twice and
@@ -579,13 +584,9 @@ void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 	}
 	d = psn_diff(pkt->psn, qp->resp.psn);
 	if (d > 0) {
-		/* a gap: one NAK, then silence until the gap closes */
+		/* a gap: loss recovery's to answer (transport/loss.h) */
 		STAT_INC(qp->nic, rx_out_of_window);
-		if (!qp->resp.nak_sent) {
-			qp->resp.nak_sent = true;
-			STAT_INC(qp->nic, seq_naks_sent);
-			send_aeth(qp, AETH_NAK | AETH_NAK_PSN_SEQ, qp->resp.psn);
-		}
+		qp->loss.ops->ahead(qp, pkt);
 		return;
 	}
 	if (d < 0) {

@@ -142,6 +142,8 @@ void uroce_mcast_rx(struct uroce_nic *nic, struct uroce_pkt *pkt);
 
 /* responder.c */
 void uroce_resp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt);
+/* A NAK (AETH syndrome) for psn, sent at once. */
+void uroce_resp_nak(struct uroce_qp *qp, uint8_t syndrome, uint32_t psn);
 /* qp->ack.owed's flag: an ACK is owed */
 #define UROCE_ACK_OWED (1ull << 63)
 /* Under rx_lock: the QP owes an ACK for what it has received so far. */

@@ -227,6 +227,7 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,
 			       (attr->create_flags &
 				IBV_QP_CREATE_BLOCK_SELF_MCAST_LB);
 	qp->cc.ops = &uroce_cc_window;
+	qp->loss.ops = &uroce_loss_gbn;
 	qp->srq = attr->srq ? to_usrq(attr->srq) : NULL;
 	qp->xrcd = xrc_tgt ? to_uxrcd(attr->xrcd) : NULL;
 	if (qp->srq) {
@@ -316,6 +317,8 @@ static void qp_reset(struct uroce_qp *qp)
 	uroce_req_set_active(qp, false);
 	memset(&qp->req, 0, sizeof(qp->req));
 	memset(&qp->comp, 0, sizeof(qp->comp));
+	qp->cc = (struct uroce_cc){ .ops = qp->cc.ops };
+	qp->loss = (struct uroce_loss){ .ops = qp->loss.ops };
 	if (!qp->srq && !qp->xrcd) {
 		pthread_mutex_lock(&qp->rq.lock);
 		qp->rq.head = qp->rq.tail = 0;

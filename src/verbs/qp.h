@@ -7,6 +7,7 @@
 
 #include "transport/cc.h"
 #include "transport/comp_state.h"
+#include "transport/loss.h"
 #include "transport/req_state.h"
 #include "transport/resp_state.h"
 #include "verbs/objects.h"
@@ -55,6 +56,7 @@ struct uroce_qp {
 	struct uroce_req_state req;	/* transport/req_state.h */
 	struct uroce_comp_state comp;	/* transport/comp_state.h */
 	struct uroce_cc cc;		/* congestion control (transport/cc.h) */
+	struct uroce_loss loss;		/* loss recovery (transport/loss.h) */
 
 	/* the ACK the responder owes (transport/resp_state.h) */
 	struct uroce_ack_state ack;

@@ -11,8 +11,7 @@
 # (ip netns exec), bound to --recv-bind/--send-bind instead of -b.
 #
 # mckey's receivers only join a group (no rdma_cm port shows them ready), so
-# the sender starts once every receiver printed "receiving data transfers"
-# (line-buffered: stdbuf).
+# the sender starts once every receiver printed "receiving data transfers".
 # The check passes when every process exits with status 0 after "data
 # transfers complete".  The environment comes from ctest.
 set -u
@@ -49,6 +48,19 @@ if [ -z "$group" ] || [ -z "$recv_bind" ] || [ -z "$send_bind" ]; then
 	exit 2
 fi
 
+# The receivers' output line-buffered (stdbuf's library), behind a
+# sanitized build's runtimes (UROCE_TEST_PRELOAD, from ctest), which must
+# come first: stdbuf itself would put its library ahead of them.
+stdbuf_lib=
+for d in /usr/libexec/coreutils /usr/lib/coreutils; do
+	[ -e "$d/libstdbuf.so" ] && stdbuf_lib=$d/libstdbuf.so && break
+done
+if [ -z "$stdbuf_lib" ]; then
+	echo "run_mckey.sh: coreutils' libstdbuf.so not found" >&2
+	exit 2
+fi
+sanitizers=${UROCE_TEST_PRELOAD:+$UROCE_TEST_PRELOAD:}
+
 work=$(mktemp -d)
 pids=()
 cleanup() {
@@ -61,7 +73,8 @@ trap cleanup EXIT
 
 # shellcheck disable=SC2086 # the argument strings are word lists
 for i in $(seq "$receivers"); do
-	"${recv_in[@]}" timeout "$limit" stdbuf -oL \
+	"${recv_in[@]}" timeout "$limit" env _STDBUF_O=L \
+		LD_PRELOAD="$sanitizers$stdbuf_lib" \
 		mckey -m "$group" -b "$recv_bind" $recv_args \
 		>"$work/recv$i" 2>&1 &
 	pids+=($!)
@@ -92,6 +105,7 @@ if [ "$ready" -ne "$receivers" ]; then
 else
 	# shellcheck disable=SC2086
 	"${send_in[@]}" timeout "$limit" \
+		env ${UROCE_TEST_PRELOAD:+LD_PRELOAD=$UROCE_TEST_PRELOAD} \
 		mckey -m "$group" -b "$send_bind" -s $send_args \
 		>"$work/send" 2>&1
 	report sender $? "$work/send"

@@ -1,12 +1,10 @@
 /*
  * Receive: every datagram is checked before any state is touched — length,
  * opcode, header sizes, destination QP, transport type, and that it comes
- * from the peer the QP is connected to (its ICRC the link checked, where it
- * has one: net/link.c) — then handed to the responder
- * (requests) or the completer (responses).  Anything else is counted and
- * dropped.
+ * from the peer the QP is connected to (the link checked its ICRC, where it
+ * has one: net/link.c) — then handed to the responder (requests) or the
+ * completer (responses).  Anything else is counted and dropped.
  */
-
 #include "transport/hdr.h"
 #include "transport/opcode.h"
 #include "transport/transport.h"

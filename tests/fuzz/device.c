@@ -144,7 +144,9 @@ void fuzz_rx_init(struct uroce_rxpkt *rx, uint8_t *data, uint32_t len,
 void fuzz_deliver(struct uroce_rxpkt *pkts, int n)
 {
 	pthread_mutex_lock(&fuzz_nic->rx_lock);
-	uroce_recv_batch(fuzz_nic, pkts, n, false);
+	/* through the link's ICRC check, as the engine receives */
+	n = (int)uroce_link_rx_verify(fuzz_nic, pkts, (unsigned)n);
+	uroce_recv_batch(fuzz_nic, pkts, n);
 	uroce_flush_acks(fuzz_nic);
 	pthread_mutex_unlock(&fuzz_nic->rx_lock);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cm/cm_id.h"
+#include "net/gid.h"
 #include "verbs/ops.h"
 
 static struct uroce_cm_id *find_local(struct uroce_cm *cm, uint32_t local_id)
@@ -31,10 +32,7 @@ static int gid_index_of(struct uroce_nic *nic, const union uroce_sockaddr *a)
 	union ibv_gid gid;
 
 	uroce_sockaddr_to_gid(a, &gid);
-	for (int i = 0; i < nic->num_gids; i++)
-		if (!memcmp(&nic->gids[i].gid, &gid, sizeof(gid)))
-			return i;
-	return -1;
+	return uroce_gid_find(nic, &gid);
 }
 
 /* The path back to the sender of a request, as seen from here. */

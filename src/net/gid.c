@@ -94,12 +94,17 @@ static enum gid_class classify(const struct sockaddr *sa)
 	return GID_UNUSABLE;
 }
 
-static bool gid_present(const struct uroce_nic *nic, const union ibv_gid *gid)
+int uroce_gid_find(const struct uroce_nic *nic, const union ibv_gid *gid)
 {
 	for (int i = 0; i < nic->num_gids; i++)
 		if (!memcmp(&nic->gids[i].gid, gid, sizeof(*gid)))
-			return true;
-	return false;
+			return i;
+	return -1;
+}
+
+static bool gid_present(const struct uroce_nic *nic, const union ibv_gid *gid)
+{
+	return uroce_gid_find(nic, gid) >= 0;
 }
 
 /* The address of a usable (AF_INET or AF_INET6) ifaddrs entry. */

@@ -52,8 +52,7 @@ static bool is_any(const struct sockaddr *sa)
 		&((const struct sockaddr_in6 *)sa)->sin6_addr);
 }
 
-/* The GID (IPv4-mapped for IPv4) of an IP address. */
-static void addr_gid(const struct sockaddr *sa, union ibv_gid *gid)
+void cma_addr_gid(const struct sockaddr *sa, union ibv_gid *gid)
 {
 	memset(gid, 0, sizeof(*gid));
 	if (sa->sa_family == AF_INET) {
@@ -69,7 +68,7 @@ int cma_gid_index(struct cma_id *id, const struct sockaddr *sa)
 	struct ibv_port_attr port;
 	union ibv_gid want, gid;
 
-	addr_gid(sa, &want);
+	cma_addr_gid(sa, &want);
 	if (ibv_query_port(id->dev->verbs, 1, &port))
 		return -1;
 	for (int i = 0; i < port.gid_tbl_len; i++)
@@ -108,8 +107,8 @@ static bool same_ip(const struct sockaddr *a, const struct sockaddr *b)
 {
 	union ibv_gid ga, gb;
 
-	addr_gid(a, &ga);
-	addr_gid(b, &gb);
+	cma_addr_gid(a, &ga);
+	cma_addr_gid(b, &gb);
 	return !memcmp(&ga, &gb, sizeof(ga));
 }
 
@@ -227,7 +226,7 @@ static int attach(struct cma_id *id, const struct sockaddr *src)
 		return is_local(src) ? ENODEV : EADDRNOTAVAIL;
 	cma_set_verbs(id);
 	id->path.sgid_index = index;
-	addr_gid(src, &id->path.sgid);
+	cma_addr_gid(src, &id->path.sgid);
 	id->id.route.addr.addr.ibaddr.sgid = id->path.sgid;
 	return 0;
 }
@@ -347,7 +346,7 @@ CMA_EXPORT int rdma_resolve_addr(struct rdma_cm_id *cm_id,
 		cma_queue_event(id, RDMA_CM_EVENT_ADDR_ERROR, -err);
 		return cma_complete(id);
 	}
-	addr_gid(dst, &id->path.dgid);
+	cma_addr_gid(dst, &id->path.dgid);
 	cm_id->route.addr.addr.ibaddr.dgid = id->path.dgid;
 	id->state = CMA_ADDR_RESOLVED;
 	cma_queue_event(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);

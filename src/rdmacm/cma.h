@@ -184,6 +184,8 @@ uint16_t cma_port(const struct sockaddr *sa);
 void cma_set_port(struct sockaddr *sa, uint16_t port);
 socklen_t cma_addr_len(const struct sockaddr *sa);
 int cma_bind_port(struct cma_id *id, struct sockaddr *addr);
+/* The GID (IPv4-mapped for IPv4) of an IP address. */
+void cma_addr_gid(const struct sockaddr *sa, union ibv_gid *gid);
 /* The index of the GID that is this address, or -1. */
 int cma_gid_index(struct cma_id *id, const struct sockaddr *sa);
 /* The port goes with the id's last reference; no request reaches it. */

@@ -22,23 +22,16 @@ struct cma_mc {
 	struct cma_mc *next;
 };
 
+/* The group's MGID; false if the address is no multicast group. */
 static bool mgid_of(const struct sockaddr *sa, union ibv_gid *mgid)
 {
-	memset(mgid, 0, sizeof(*mgid));
-	if (sa->sa_family == AF_INET) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-
-		mgid->raw[10] = mgid->raw[11] = 0xff;
-		memcpy(&mgid->raw[12], &in->sin_addr, 4);
-		return IN_MULTICAST(ntohl(in->sin_addr.s_addr));
-	}
-	if (sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-
-		memcpy(mgid->raw, &in6->sin6_addr, 16);
-		return IN6_IS_ADDR_MULTICAST(&in6->sin6_addr);
-	}
-	return false;
+	if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)
+		return false;
+	cma_addr_gid(sa, mgid);
+	if (sa->sa_family == AF_INET)
+		return IN_MULTICAST(
+			ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr));
+	return mgid->raw[0] == 0xff;	/* ff00::/8 */
 }
 
 static bool same_addr(const struct cma_mc *mc, const struct sockaddr *sa)

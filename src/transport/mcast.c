@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "net/gid.h"
 #include "transport/hdr.h"
 #include "transport/opcode.h"
 #include "transport/transport.h"
@@ -180,10 +181,7 @@ static bool from_self(struct uroce_nic *nic, const struct uroce_qp *qp,
 	if (deth_sqpn(deth) != qp->ibqpx.qp_base.qp_num)
 		return false;
 	uroce_sockaddr_to_gid(&pkt->rx->src, &src);
-	for (int i = 0; i < nic->num_gids; i++)
-		if (!memcmp(&nic->gids[i].gid, &src, sizeof(src)))
-			return true;
-	return false;
+	return uroce_gid_find(nic, &src) >= 0;
 }
 
 void uroce_mcast_rx(struct uroce_nic *nic, struct uroce_pkt *pkt)

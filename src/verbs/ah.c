@@ -84,15 +84,6 @@ UROCE_EXPORT int ibv_destroy_ah(struct ibv_ah *ibah)
 	return 0;
 }
 
-/* Index of gid in our table, or -1. */
-static int find_gid(const struct uroce_nic *nic, const union ibv_gid *gid)
-{
-	for (int i = 0; i < nic->num_gids; i++)
-		if (!memcmp(&nic->gids[i].gid, gid, sizeof(*gid)))
-			return i;
-	return -1;
-}
-
 static void gid_from_ipv4(union ibv_gid *gid, const uint8_t *addr)
 {
 	memset(gid, 0, sizeof(*gid));
@@ -131,7 +122,7 @@ static int ah_from_ipv4(const struct uroce_nic *nic, const uint8_t *ip4,
 	if (IN_CLASSD(ntohl(daddr)))
 		return EINVAL;
 	gid_from_ipv4(&ours, ip4 + IPV4_DADDR);
-	idx = find_gid(nic, &ours);
+	idx = uroce_gid_find(nic, &ours);
 	if (idx < 0)
 		return EINVAL;
 	gid_from_ipv4(&ah_attr->grh.dgid, ip4 + IPV4_SADDR);
@@ -153,7 +144,7 @@ static int ah_from_ipv6(const struct uroce_nic *nic, const struct ibv_grh *grh,
 	 * are RoCE v2 */
 	if (grh->next_hdr != IPPROTO_UDP)
 		return EPROTONOSUPPORT;
-	idx = find_gid(nic, &grh->dgid);
+	idx = uroce_gid_find(nic, &grh->dgid);
 	if (idx < 0)
 		return EINVAL;
 	ah_attr->grh.dgid = grh->sgid;

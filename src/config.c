@@ -287,6 +287,12 @@ static const char *set_tx_hold(struct uroce_config *c, const char *v)
 		: "expected 1 (batch requests behind unacknowledged ones) or 0 (send each at once)";
 }
 
+static const char *set_roce_v1(struct uroce_config *c, const char *v)
+{
+	return set_flag(&c->roce_v1, v) ? NULL
+		: "expected 1 (RoCE v1 GIDs beside the v2 ones) or 0 (RoCE v2 only)";
+}
+
 static const char *set_service(struct uroce_config *c, const char *v)
 {
 	if (!strcmp(v, "none")) {
@@ -319,6 +325,7 @@ static const struct setting {
 	{ "UROCE_SHM", "shm", set_shm },
 	{ "UROCE_TX_HOLD", "tx_hold", set_tx_hold },
 	{ "UROCE_SERVICE", "service", set_service },
+	{ "UROCE_ROCE_V1", "roce_v1", set_roce_v1 },
 };
 
 static void apply(const struct setting *s, const char *value,

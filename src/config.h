@@ -39,6 +39,7 @@ struct uroce_config {
 					 * before ibv_get_cq_event sleeps */
 	bool shm;			/* UROCE_SHM=0: no same-host path */
 	bool tx_hold;			/* UROCE_TX_HOLD=0: no request batching */
+	bool roce_v1;			/* UROCE_ROCE_V1=1: RoCE v1 GIDs too */
 	char service[200];		/* UROCE_SERVICE: uroced's directory;
 					 * empty = none (single-user mode) */
 };

@@ -173,6 +173,9 @@ static char *stat_json(struct uroce_nic *nic, size_t *len)
 		json_string(f, capture);
 	else
 		fputs("null", f);
+	fputs(", \"roce_v1\": ", f);
+	json_string(f, nic->roce1 ? "on"
+		       : nic->roce1_absent[0] ? nic->roce1_absent : "off");
 	fputs(", \"faults\": ", f);
 	pthread_mutex_lock(&nic->lock);
 	json_string(f, nic->faults_spec);

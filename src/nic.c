@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -38,6 +39,26 @@ static void nic_free(struct uroce_nic *nic)
 	pthread_mutex_destroy(&nic->rx_lock);
 	pthread_mutex_destroy(&nic->lock);
 	free(nic);
+}
+
+/* RoCE v1, when asked for: its link and GIDs, or one line saying why not
+ * (kept for `uroce status`). */
+static void roce1_open(struct uroce_nic *nic)
+{
+	int err = uroce_net_roce1.open(nic);
+
+	if (!err) {
+		nic->roce1 = &uroce_net_roce1;
+		uroce_gids_add_roce1(nic);
+		return;
+	}
+	snprintf(nic->roce1_absent, sizeof(nic->roce1_absent), "%s",
+		 err == -EPERM || err == -EACCES ?
+			 "Ethernet frames take CAP_NET_RAW, which this process "
+			 "lacks (give it the capability, or run it as root)" :
+			 strerror(-err));
+	fprintf(stderr, "uroce: UROCE_ROCE_V1=1 but no RoCE v1 GIDs: %s\n",
+		nic->roce1_absent);
 }
 
 static struct uroce_nic *nic_create(const struct uroce_objects_ops *objects)
@@ -81,6 +102,8 @@ static struct uroce_nic *nic_create(const struct uroce_objects_ops *objects)
 	err = -nic->net->open(nic);
 	if (err)
 		goto fail;
+	if (nic->cfg->roce_v1)
+		roce1_open(nic);
 	uroce_sh_open(nic);
 	err = -uroce_cm_init(nic);
 	if (!err)
@@ -88,6 +111,8 @@ static struct uroce_nic *nic_create(const struct uroce_objects_ops *objects)
 	if (err) {
 		uroce_cm_fini(nic);
 		uroce_sh_close(nic);
+		if (nic->roce1)
+			nic->roce1->close(nic);
 		nic->net->close(nic);
 		goto fail;
 	}
@@ -168,6 +193,8 @@ void uroce_nic_put(struct uroce_nic *nic)
 		uroce_gsi_close(nic);
 		uroce_cm_fini(nic);
 		uroce_sh_close(nic);
+		if (nic->roce1)
+			nic->roce1->close(nic);
 		nic->net->close(nic);
 		nic_free(nic);
 		the_nic = NULL;

@@ -30,6 +30,11 @@ struct uroce_nic {
 
 	const struct uroce_net_ops *net;
 	void *net_priv;			/* backend state */
+	/* the RoCE v1 link (net/roce1.c) and its state, or NULL; why not,
+	 * when asked for (UROCE_ROCE_V1) and absent */
+	const struct uroce_net_ops *roce1;
+	void *roce1_priv;
+	char roce1_absent[160];
 	bool gso;			/* the backend sends uroce_gso_run()s */
 	unsigned slot;			/* this process's QPN slot (1..) */
 	bool served;			/* by the per-host service, uroced */

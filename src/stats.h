@@ -24,7 +24,8 @@
 	X(mad_backlog_drops) X(samehost_ops) X(samehost_to_wire)          \
 	X(samehost_no_room) X(samehost_ring_tx) X(acks_sent)                  \
 	X(acks_with_requests) X(acks_unanswered) X(waits_polled)               \
-	X(waits_slept) X(mcast_rx)
+	X(waits_slept) X(mcast_rx) X(roce1_rx) X(roce1_tx)                     \
+	X(roce1_no_neigh)
 
 struct uroce_stats {
 #define UROCE_STAT_FIELD(n) atomic_ulong n;

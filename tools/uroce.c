@@ -186,6 +186,8 @@ static void print_human(struct json_object *p)
 	       "faults %s\n", num(p, "pid"), str(p, "program"), num(p, "uid"),
 	       num(p, "port"), num(p, "slot"), str(p, "mode"),
 	       str(p, "capture"), str(p, "faults"));
+	if (strcmp(str(p, "roce_v1"), "off") && strcmp(str(p, "roce_v1"), "-"))
+		printf(" RoCE v1: %s\n", str(p, "roce_v1"));
 	printf(" ");
 	json_object_object_foreach(get(p, "counters"), name, value) {
 		char item[96];

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <net/if_arp.h>
 #include <net/if.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "net/gid.h"
+#include "net/neigh.h"
 #include "uroce.h"
 
 void uroce_gid_to_sockaddr(const union ibv_gid *gid, uint16_t port,
@@ -134,6 +136,7 @@ static bool gid_add(struct uroce_nic *nic, const struct ifaddrs *ifa)
 	}
 	nic->gids[nic->num_gids].gid = gid;
 	nic->gids[nic->num_gids].ifindex = if_nametoindex(ifa->ifa_name);
+	nic->gids[nic->num_gids].type = IBV_GID_TYPE_ROCE_V2;
 	nic->num_gids++;
 	return true;
 }
@@ -221,6 +224,35 @@ int uroce_gids_discover(struct uroce_nic *nic)
 			  nic->gids[i].ifindex);
 	}
 	return 0;
+}
+
+/*
+ * RoCE v1 GIDs: one for each v2 GID on an Ethernet (or the loopback)
+ * interface, the same address, after all the v2 ones, so that index 0 and
+ * every index a program found before stay what they were.
+ */
+void uroce_gids_add_roce1(struct uroce_nic *nic)
+{
+	int nv2 = nic->num_gids;
+
+	for (int i = 0; i < nv2; i++) {
+		int hw = uroce_if_hwtype(nic->gids[i].ifindex);
+		char buf[INET6_ADDRSTRLEN];
+
+		if (hw != ARPHRD_ETHER && hw != ARPHRD_LOOPBACK)
+			continue;
+		if (nic->num_gids == UROCE_GID_TBL_LEN) {
+			uroce_log("GID table full (%d entries): RoCE v1 GIDs "
+				  "from index %d left out", UROCE_GID_TBL_LEN, i);
+			return;
+		}
+		nic->gids[nic->num_gids] = nic->gids[i];
+		nic->gids[nic->num_gids].type = IBV_GID_TYPE_ROCE_V1;
+		inet_ntop(AF_INET6, nic->gids[i].gid.raw, buf, sizeof(buf));
+		uroce_log("GID[%d] = %s (ifindex %u, RoCE v1)", nic->num_gids,
+			  buf, nic->gids[i].ifindex);
+		nic->num_gids++;
+	}
 }
 
 /*

@@ -13,6 +13,8 @@ struct uroce_nic;
 
 /* Fill nic->gids from the host's addresses (honours UROCE_ADDRS). */
 int uroce_gids_discover(struct uroce_nic *nic);
+/* Append the RoCE v1 twins of the v2 GIDs whose interfaces carry them. */
+void uroce_gids_add_roce1(struct uroce_nic *nic);
 /* The index of gid in the port's table, or -1. */
 int uroce_gid_find(const struct uroce_nic *nic, const union ibv_gid *gid);
 /* Largest path MTU in bytes that the link of GID index gid carries. */

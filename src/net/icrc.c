@@ -81,25 +81,14 @@ static size_t build_ip(uint8_t *h, const struct uroce_icrc_ip *ip,
 	return IP6_HDR_LEN;
 }
 
-uint32_t uroce_icrc_compute(const struct uroce_icrc_ip *ip,
-			    const struct iovec *iov, unsigned niov)
+/* CRC of the pseudo headers h[0..hl) (room for a BTH after them), then of
+ * iov with the BTH's byte 4 masked. */
+static uint32_t icrc_over(uint8_t *h, size_t hl, const struct iovec *iov,
+			  unsigned niov)
 {
-	uint8_t h[IP6_HDR_LEN + UDP_HDR_LEN + BTH_LEN];
-	size_t len = 0, hl, got = 0, off = 0;
+	size_t got = 0, off = 0;
 	unsigned i;
-	uint16_t udp_len;
 	uint32_t crc;
-
-	for (i = 0; i < niov; i++)
-		len += iov[i].iov_len;
-	udp_len = UDP_HDR_LEN + len + ICRC_LEN;
-
-	hl = build_ip(h, ip, udp_len);
-	icrc_put16(h + hl, ip->sport);
-	icrc_put16(h + hl + 2, ip->dport);
-	icrc_put16(h + hl + 4, udp_len);
-	icrc_put16(h + hl + 6, 0xFFFF);		/* UDP checksum */
-	hl += UDP_HDR_LEN;
 
 	/* The BTH may straddle iovecs; gather it so byte 4 can be masked. */
 	for (i = 0; i < niov && got < BTH_LEN; ) {
@@ -124,6 +113,38 @@ uint32_t uroce_icrc_compute(const struct uroce_icrc_ip *ip,
 				      iov[i].iov_len - off);
 	end_vector_code();
 	return crc;
+}
+
+uint32_t uroce_icrc_compute(const struct uroce_icrc_ip *ip,
+			    const struct iovec *iov, unsigned niov)
+{
+	uint8_t h[IP6_HDR_LEN + UDP_HDR_LEN + BTH_LEN];
+	size_t len = 0, hl;
+	uint16_t udp_len;
+
+	for (unsigned i = 0; i < niov; i++)
+		len += iov[i].iov_len;
+	udp_len = UDP_HDR_LEN + len + ICRC_LEN;
+
+	hl = build_ip(h, ip, udp_len);
+	icrc_put16(h + hl, ip->sport);
+	icrc_put16(h + hl + 2, ip->dport);
+	icrc_put16(h + hl + 4, udp_len);
+	icrc_put16(h + hl + 6, 0xFFFF);		/* UDP checksum */
+	return icrc_over(h, hl + UDP_HDR_LEN, iov, niov);
+}
+
+uint32_t uroce_icrc_roce1(const uint8_t *grh, const struct iovec *iov,
+			  unsigned niov)
+{
+	uint8_t h[IP6_HDR_LEN + BTH_LEN];
+
+	memcpy(h, grh, IP6_HDR_LEN);
+	/* IPVer survives; traffic class, flow label and hop limit do not */
+	h[0] |= 0x0F;
+	h[1] = h[2] = h[3] = 0xFF;
+	h[7] = 0xFF;
+	return icrc_over(h, IP6_HDR_LEN, iov, niov);
 }
 
 /*

@@ -26,6 +26,13 @@ struct uroce_icrc_ip {
 uint32_t uroce_icrc_compute(const struct uroce_icrc_ip *ip,
 			    const struct iovec *iov, unsigned niov);
 
+/* ICRC of a RoCE v1 packet (Annex A16): the same 8 bytes of 0xFF for the
+ * LRH it lacks, then its 40-byte GRH with the traffic class, flow label and
+ * hop limit masked, the BTH with byte 4 masked, and the rest (iov: BTH up
+ * to the ICRC, exclusive). */
+uint32_t uroce_icrc_roce1(const uint8_t *grh, const struct iovec *iov,
+			  unsigned niov);
+
 /* Store / load the ICRC in wire order. */
 static inline void uroce_icrc_put(uint8_t *p, uint32_t crc)
 {

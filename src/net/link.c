@@ -4,7 +4,80 @@
  * ICRC, which only the link can compute and check (it covers the headers
  * the link writes).
  */
+#include <errno.h>
+
 #include "nic.h"
+
+/* The link a transmit handle belongs to, and the handle it knows. */
+static const struct uroce_net_ops *tx_link(struct uroce_nic *nic, int *tx)
+{
+	if (*tx >= UROCE_TX_ROCE1) {
+		*tx -= UROCE_TX_ROCE1;
+		return nic->roce1;
+	}
+	return nic->net;
+}
+
+bool uroce_link_has(const struct uroce_nic *nic, enum ibv_gid_type type)
+{
+	return type == IBV_GID_TYPE_ROCE_V2 || nic->roce1;
+}
+
+int uroce_link_tx_open(struct uroce_nic *nic, enum ibv_gid_type type,
+		       int family, uint16_t sport)
+{
+	int tx;
+
+	if (type == IBV_GID_TYPE_ROCE_V2)
+		return nic->net->tx_open(nic, family, sport);
+	if (!nic->roce1)
+		return -EAFNOSUPPORT;
+	tx = nic->roce1->tx_open(nic, family, sport);
+	return tx < 0 ? tx : tx + UROCE_TX_ROCE1;
+}
+
+void uroce_link_tx_close(struct uroce_nic *nic, int tx)
+{
+	const struct uroce_net_ops *link = tx_link(nic, &tx);
+
+	link->tx_close(nic, tx);
+}
+
+int uroce_link_steer(struct uroce_nic *nic, int tx,
+		     const union uroce_sockaddr *self,
+		     const union uroce_sockaddr *peer, uint16_t peer_sport)
+{
+	const struct uroce_net_ops *link = tx_link(nic, &tx);
+
+	return link->steer ? link->steer(nic, tx, self, peer, peer_sport) : 0;
+}
+
+int uroce_link_resolve(struct uroce_nic *nic, enum ibv_gid_type type,
+		       const union uroce_sockaddr *self,
+		       const union uroce_sockaddr *peer)
+{
+	const struct uroce_net_ops *link =
+		type == IBV_GID_TYPE_ROCE_V2 ? nic->net : nic->roce1;
+
+	if (!link)
+		return -EAFNOSUPPORT;
+	return link->resolve ? link->resolve(nic, self, peer) : 0;
+}
+
+int uroce_link_rx_fds(struct uroce_nic *nic, int *fds, int max)
+{
+	int n = nic->net->rx_fds(nic, fds, max);
+
+	if (nic->roce1 && n < max)
+		n += nic->roce1->rx_fds(nic, fds + n, max - n);
+	return n;
+}
+
+uint8_t uroce_link_rx_grh(struct uroce_nic *nic, const struct uroce_rxpkt *rx,
+			  uint8_t *grh)
+{
+	return (rx->roce1 ? nic->roce1 : nic->net)->rx_grh(rx, grh);
+}
 
 /*
  * UROCE_FAULTS's send side.  A lost packet counts as sent, as one the
@@ -13,7 +86,8 @@
  * A busy link takes nothing from its packet on, as a full socket would not.
  * The faults are drawn again for a packet the socket did not take.
  */
-static int xmit_with_faults(struct uroce_nic *nic, int tx,
+static int xmit_with_faults(struct uroce_nic *nic,
+			    const struct uroce_net_ops *link, int tx,
 			    struct uroce_txpkt *pkts, unsigned n)
 {
 	struct uroce_faults *f = &nic->faults;
@@ -27,8 +101,8 @@ static int xmit_with_faults(struct uroce_nic *nic, int tx,
 		if (i < n && fault == UROCE_TX_PASS)
 			continue;
 		if (i > start) {
-			nic->net->seal(nic, tx, &pkts[start], i - start);
-			r = nic->net->xmit(nic, tx, &pkts[start], i - start);
+			link->seal(nic, tx, &pkts[start], i - start);
+			r = link->xmit(nic, tx, &pkts[start], i - start);
 			if (r < (int)(i - start))
 				return r > 0 || start ? (int)start + (r > 0 ? r : 0)
 						      : r;
@@ -37,9 +111,9 @@ static int xmit_with_faults(struct uroce_nic *nic, int tx,
 			return (int)i;
 		start = i + 1;
 		if (fault == UROCE_TX_CORRUPT) {
-			nic->net->seal(nic, tx, &pkts[i], 1);
+			link->seal(nic, tx, &pkts[i], 1);
 			uroce_faults_corrupt_tx(f, &pkts[i]);
-			r = nic->net->xmit(nic, tx, &pkts[i], 1);
+			r = link->xmit(nic, tx, &pkts[i], 1);
 			if (r < 1)
 				return i ? (int)i : r;
 		}
@@ -50,10 +124,12 @@ static int xmit_with_faults(struct uroce_nic *nic, int tx,
 int uroce_link_xmit(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
 		    unsigned n)
 {
+	const struct uroce_net_ops *link = tx_link(nic, &tx);
+
 	if (nic->faults.cfg.tx)
-		return xmit_with_faults(nic, tx, pkts, n);
-	nic->net->seal(nic, tx, pkts, n);
-	return nic->net->xmit(nic, tx, pkts, n);
+		return xmit_with_faults(nic, link, tx, pkts, n);
+	link->seal(nic, tx, pkts, n);
+	return link->xmit(nic, tx, pkts, n);
 }
 
 unsigned uroce_link_rx_verify(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
@@ -62,7 +138,8 @@ unsigned uroce_link_rx_verify(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 	unsigned kept = 0;
 
 	for (unsigned i = 0; i < n; i++) {
-		if (!nic->net->icrc_ok(nic, &pkts[i])) {
+		if (!(pkts[i].roce1 ? nic->roce1 : nic->net)->icrc_ok(nic,
+								      &pkts[i])) {
 			STAT_INC(nic, rx_bad_icrc);
 			continue;
 		}
@@ -78,6 +155,17 @@ int uroce_link_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 {
 	int n = nic->net->recv(nic, pkts, max, drained);
 
+	for (int i = 0; i < n; i++)
+		pkts[i].roce1 = false;
+	if (nic->roce1 && n >= 0 && (unsigned)n < max) {
+		bool drained1 = false;
+		int n1 = nic->roce1->recv(nic, pkts + n, max - (unsigned)n,
+					  &drained1);
+
+		if (n1 > 0)
+			n += n1;
+		*drained = *drained && drained1;
+	}
 	/* 0 from here means nothing was there, not that all was dropped */
 	if (n <= 0) {
 		*drained |= !n;

@@ -37,9 +37,12 @@ void uroce_sockaddr_to_gid(const union uroce_sockaddr *sa, union ibv_gid *gid);
 bool uroce_sockaddr_same_ip(const union uroce_sockaddr *a,
 			    const union uroce_sockaddr *b);
 
+/* A GID and the link that carries it: RoCE v2 (IBV_GID_TYPE_ROCE_V2,
+ * the UDP link) or RoCE v1 (IBV_GID_TYPE_ROCE_V1, Ethernet frames). */
 struct uroce_gid_entry {
 	union ibv_gid gid;
 	unsigned ifindex;
+	enum ibv_gid_type type;
 };
 
 /* ---- packets between transport and network backend ---------------------- */
@@ -54,6 +57,9 @@ struct uroce_txpkt {
 	const union uroce_sockaddr *dst;	/* peer IP, port 4791 */
 	const union uroce_sockaddr *src;	/* our IP (the SGID), port ignored */
 	uint32_t len;				/* UDP payload bytes */
+	bool ud_roce1;				/* UD: its AH's source GID is
+						 * RoCE v1 (the QP's tx says
+						 * for the other types) */
 	unsigned niov;
 	struct iovec iov[UROCE_TX_IOV];
 	uint8_t hdr[UROCE_MAX_HDR];
@@ -100,6 +106,7 @@ struct uroce_rxpkt {
 	union uroce_sockaddr src;	/* peer IP and UDP source port */
 	union uroce_sockaddr dst;	/* our IP it was sent to, UDP dest port */
 	uint8_t tos;			/* IPv4 TOS / IPv6 traffic class (ECN) */
+	bool roce1;			/* came as RoCE v1: a GRH precedes data */
 };
 
 struct uroce_nic;
@@ -127,6 +134,11 @@ struct uroce_net_ops {
 	int (*steer)(struct uroce_nic *nic, int tx,
 		     const union uroce_sockaddr *self,
 		     const union uroce_sockaddr *peer, uint16_t peer_sport);
+	/* Learn the link address of peer, reached from self, before packets
+	 * go there (a link that writes its own Ethernet headers asks the
+	 * neighbour tables, blocking briefly).  Optional; 0 or -errno. */
+	int (*resolve)(struct uroce_nic *nic, const union uroce_sockaddr *self,
+		       const union uroce_sockaddr *peer);
 	/* Put the ICRC into the trailers of pkts, about to leave in one xmit
 	 * call on tx. */
 	void (*seal)(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
@@ -167,6 +179,11 @@ struct uroce_net_ops {
 };
 
 extern const struct uroce_net_ops uroce_net_udp;
+/* RoCE v1 (net/roce1.c): Ethernet frames of ethertype 0x8915, GRH + BTH.
+ * Its transmit handles are offset by UROCE_TX_ROCE1 so that one handle
+ * names its link too. */
+extern const struct uroce_net_ops uroce_net_roce1;
+enum { UROCE_TX_ROCE1 = 1 << 30 };
 /* The UDP link's headers (net/udp_headers.c) */
 void uroce_udp_seal(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
 		    unsigned n);
@@ -177,6 +194,23 @@ uint8_t uroce_udp_rx_grh(const struct uroce_rxpkt *rx, uint8_t *grh);
  * ICRC.  xmit seals and sends n packets on tx: how many went, or -errno.
  * recv returns the packets whose ICRC holds (0: none arrived, *drained
  * set; or all were dropped), rx_verify keeps those of a batch. */
+/* A transmit handle on the link of GIDs of type (family and sport as
+ * tx_open takes them); steer and close go to the handle's link. */
+int uroce_link_tx_open(struct uroce_nic *nic, enum ibv_gid_type type,
+		       int family, uint16_t sport);
+void uroce_link_tx_close(struct uroce_nic *nic, int tx);
+int uroce_link_steer(struct uroce_nic *nic, int tx,
+		     const union uroce_sockaddr *self,
+		     const union uroce_sockaddr *peer, uint16_t peer_sport);
+int uroce_link_resolve(struct uroce_nic *nic, enum ibv_gid_type type,
+		       const union uroce_sockaddr *self,
+		       const union uroce_sockaddr *peer);
+/* Every link's receive descriptors (at most max). */
+int uroce_link_rx_fds(struct uroce_nic *nic, int *fds, int max);
+uint8_t uroce_link_rx_grh(struct uroce_nic *nic, const struct uroce_rxpkt *rx,
+			  uint8_t *grh);
+/* Whether GIDs of type have a link in this process. */
+bool uroce_link_has(const struct uroce_nic *nic, enum ibv_gid_type type);
 int uroce_link_xmit(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
 		    unsigned n);
 int uroce_link_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,

@@ -178,7 +178,7 @@ static void *engine_main(void *arg)
 
 	/* what brings packets (the sockets, the same-host doorbell), then
 	 * the two eventfds, which alone are watched while deferring */
-	nfds = nic->net->rx_fds(nic, fds, ARRAY_SIZE(fds));
+	nfds = uroce_link_rx_fds(nic, fds, ARRAY_SIZE(fds));
 	for (int i = 0; i < nfds; i++)
 		pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
 	pfd[nfds++] = (struct pollfd){ .fd = nic->doorbell_fd, .events = POLLIN };
@@ -550,7 +550,7 @@ int uroce_engine_wait(struct uroce_nic *nic, const struct uroce_wait *w)
 		return poll(&one, 1, -1) < 0 ? -1 : 0;
 	}
 	STAT_INC(nic, waits_slept);
-	nfds = nic->net->rx_fds(nic, fds, ARRAY_SIZE(fds));
+	nfds = uroce_link_rx_fds(nic, fds, ARRAY_SIZE(fds));
 	for (int i = 0; i < nfds; i++)
 		pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
 	pfd[nfds++] = (struct pollfd){ .fd = nic->doorbell_fd, .events = POLLIN };
@@ -628,7 +628,7 @@ void uroce_engine_app_left(struct uroce_nic *nic, bool will_wait)
 
 void uroce_engine_drain(struct uroce_nic *nic)
 {
-	int fds[6], nfds = nic->net->rx_fds(nic, fds, ARRAY_SIZE(fds));
+	int fds[6], nfds = uroce_link_rx_fds(nic, fds, ARRAY_SIZE(fds));
 	struct pollfd pfd[6];
 
 	for (int i = 0; i < nfds; i++)

@@ -203,6 +203,7 @@ static void build_request(struct uroce_qp *qp, struct uroce_send_wqe *wqe,
 	if (service == IB_OPC_UD) {
 		p->dst = &wqe->ah->dst;
 		p->src = &wqe->ah->src;
+		p->ud_roce1 = wqe->ah->gid_type == IBV_GID_TYPE_ROCE_V1;
 	}
 	if (bth_ackreq(h))
 		qp->req.since_ackreq = 0;
@@ -367,10 +368,14 @@ static void req_progress_unacked(struct uroce_qp *qp, enum ibv_qp_state state)
 			wqe->npkts = wqe_npkts(qp, wqe);
 			wqe->state = WQE_SENDING;
 		}
-		/* one batch goes out of one socket: UD may alternate families */
-		if (n && pkts[0].dst->sa.sa_family !=
-			 (wqe->ah ? wqe->ah->dst.sa.sa_family
-				  : qp->peer.sa.sa_family)) {
+		/* one batch goes out of one socket: UD may alternate families
+		 * and RoCE versions */
+		if (n && (pkts[0].dst->sa.sa_family !=
+				  (wqe->ah ? wqe->ah->dst.sa.sa_family
+					   : qp->peer.sa.sa_family) ||
+			  pkts[0].ud_roce1 !=
+				  (wqe->ah && wqe->ah->gid_type ==
+						      IBV_GID_TYPE_ROCE_V1))) {
 			uroce_xmit(qp, pkts, n);
 			n = 0;
 		}

@@ -547,7 +547,7 @@ static void resp_ud(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		return;
 	}
 	/* the link rebuilds the headers below the BTH */
-	wc.sl = qp->nic->net->rx_grh(pkt->rx, grh);
+	wc.sl = uroce_link_rx_grh(qp->nic, pkt->rx, grh);
 	wc.wr_id = qp->resp.cur.wr_id;
 	if (!resp_place(qp, grh, sizeof(grh)) ||
 	    !resp_place(qp, pkt->payload, pkt->paylen)) {

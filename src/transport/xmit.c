@@ -13,6 +13,7 @@ void uroce_pkt_finish(struct uroce_qp *qp, struct uroce_txpkt *p,
 
 	p->dst = &qp->peer;
 	p->src = &qp->self;
+	p->ud_roce1 = false;
 	p->iov[0].iov_base = p->hdr;
 	p->iov[0].iov_len = hdr_len;
 	memset(p->trailer, 0, sizeof(p->trailer));
@@ -52,8 +53,11 @@ int uroce_xmit(struct uroce_qp *qp, struct uroce_txpkt *pkts, unsigned n)
 		}
 		return sent;
 	}
-	/* a UD QP has a socket per address family; the caller batches by it */
-	return uroce_link_xmit(nic, pkts[0].dst->sa.sa_family == AF_INET6 &&
-					    qp->tx6 >= 0 ? qp->tx6 : qp->tx,
+	/* a UD QP has a socket per address family and one for RoCE v1; the
+	 * caller batches by them */
+	return uroce_link_xmit(nic, pkts[0].ud_roce1 ? qp->tx1
+				    : pkts[0].dst->sa.sa_family == AF_INET6 &&
+					      qp->tx6 >= 0 ? qp->tx6
+							   : qp->tx,
 			       pkts, n);
 }

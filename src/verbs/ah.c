@@ -32,6 +32,7 @@ UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *ibpd,
 {
 	struct uroce_nic *nic;
 	struct uroce_ah *ah;
+	int err;
 
 	if (!ibpd || !attr) {
 		errno = EINVAL;
@@ -61,6 +62,16 @@ UROCE_EXPORT struct ibv_ah *ibv_create_ah(struct ibv_pd *ibpd,
 		free(ah);
 		atomic_fetch_sub(&nic->used.ah, 1);
 		errno = EINVAL;
+		return NULL;
+	}
+	ah->gid_type = nic->gids[attr->grh.sgid_index].type;
+	/* a link with addresses of its own learns the peer's now, as a
+	 * RoCE driver resolves an AH's destination MAC */
+	err = uroce_link_resolve(nic, ah->gid_type, &ah->src, &ah->dst);
+	if (err) {
+		free(ah);
+		atomic_fetch_sub(&nic->used.ah, 1);
+		errno = -err;
 		return NULL;
 	}
 	ah->attr = *attr;

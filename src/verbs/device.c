@@ -430,7 +430,7 @@ static void fill_gid_entry(const struct uroce_gid_entry *e, uint32_t index,
 	out->gid = e->gid;
 	out->gid_index = index;
 	out->port_num = 1;
-	out->gid_type = IBV_GID_TYPE_ROCE_V2;
+	out->gid_type = e->type;
 	out->ndev_ifindex = e->ifindex;
 }
 
@@ -506,12 +506,17 @@ UROCE_EXPORT int ibv_query_gid_type(struct ibv_context *context,
 				    uint8_t port_num, unsigned int index,
 				    enum uroce_gid_type_sysfs *type)
 {
+	const struct uroce_gid_entry *e;
+
 	if (!context || !type || port_num != 1 || index >= UROCE_GID_TBL_LEN) {
 		errno = EINVAL;
 		return -1;
 	}
-	/* every slot, used or not, is a RoCE v2 slot */
-	*type = UROCE_GID_TYPE_SYSFS_ROCE_V2;
+	/* an unused slot is a RoCE v2 slot */
+	e = gid_at(context, index);
+	*type = e && e->type == IBV_GID_TYPE_ROCE_V1 ?
+			UROCE_GID_TYPE_SYSFS_IB_ROCE_V1 :
+			UROCE_GID_TYPE_SYSFS_ROCE_V2;
 	return 0;
 }
 

@@ -121,6 +121,7 @@ struct uroce_ah {
 	struct ibv_ah_attr attr;
 	union uroce_sockaddr dst;
 	union uroce_sockaddr src;	/* the SGID's address */
+	enum ibv_gid_type gid_type;	/* the SGID's: which link sends */
 	uint32_t mtu;			/* largest message its link carries */
 };
 

@@ -223,6 +223,7 @@ struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,
 	qp->ctx = ctx;
 	qp->tx = -1;
 	qp->tx6 = -1;
+	qp->tx1 = -1;
 	qp->block_self_mcast = (attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
 			       (attr->create_flags &
 				IBV_QP_CREATE_BLOCK_SELF_MCAST_LB);
@@ -403,19 +404,22 @@ static int qp_apply_av(struct uroce_qp *qp, const struct ibv_ah_attr *ah,
 		       uint32_t dest_qpn)
 {
 	struct uroce_nic *nic = qp->nic;
+	enum ibv_gid_type type = nic->gids[ah->grh.sgid_index].type;
 	union uroce_sockaddr peer, self;
-	int tx, old;
+	int tx, old, err;
 
 	qp->link_mtu = uroce_gid_path_mtu(nic, ah->grh.sgid_index);
 	uroce_gid_to_sockaddr(&ah->grh.dgid, nic->cfg->udp_port, &peer);
 	uroce_gid_to_sockaddr(&nic->gids[ah->grh.sgid_index].gid,
 			      nic->cfg->udp_port, &self);
-	tx = nic->net->tx_open(nic, self.sa.sa_family, qp->sport);
+	err = uroce_link_resolve(nic, type, &self, &peer);
+	if (err)
+		return -err;
+	tx = uroce_link_tx_open(nic, type, self.sa.sa_family, qp->sport);
 	if (tx < 0)
 		return -tx;
 	/* a uroce peer sends from the port its QPN hashes to */
-	if (nic->net->steer)
-		nic->net->steer(nic, tx, &self, &peer, uroce_qp_sport(dest_qpn));
+	uroce_link_steer(nic, tx, &self, &peer, uroce_qp_sport(dest_qpn));
 	/* The QP is published: the engine checks arriving packets against
 	 * the addresses (rx_lock) and sends with them (sq_lock). */
 	pthread_mutex_lock(&nic->rx_lock);
@@ -427,7 +431,7 @@ static int qp_apply_av(struct uroce_qp *qp, const struct ibv_ah_attr *ah,
 	pthread_mutex_unlock(&qp->sq_lock);
 	pthread_mutex_unlock(&nic->rx_lock);
 	if (old >= 0)
-		nic->net->tx_close(nic, old);
+		uroce_link_tx_close(nic, old);
 	return 0;
 }
 
@@ -436,13 +440,19 @@ static int qp_apply_av(struct uroce_qp *qp, const struct ibv_ah_attr *ah,
 static int qp_open_ud(struct uroce_qp *qp)
 {
 	struct uroce_nic *nic = qp->nic;
-	int tx = nic->net->tx_open(nic, AF_INET, qp->sport);
+	int tx = uroce_link_tx_open(nic, IBV_GID_TYPE_ROCE_V2, AF_INET,
+				    qp->sport);
 
 	if (tx < 0)
 		return -tx;
 	qp->tx = tx;
-	tx = nic->net->tx_open(nic, AF_INET6, qp->sport);
+	tx = uroce_link_tx_open(nic, IBV_GID_TYPE_ROCE_V2, AF_INET6, qp->sport);
 	qp->tx6 = tx >= 0 ? tx : -1;
+	if (uroce_link_has(nic, IBV_GID_TYPE_ROCE_V1)) {
+		tx = uroce_link_tx_open(nic, IBV_GID_TYPE_ROCE_V1, AF_INET,
+					qp->sport);
+		qp->tx1 = tx >= 0 ? tx : -1;
+	}
 	return 0;
 }
 
@@ -606,9 +616,11 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	pthread_mutex_unlock(&nic->rx_lock);
 	qp_hold(qp, -1);
 	if (qp->tx >= 0)
-		nic->net->tx_close(nic, qp->tx);
+		uroce_link_tx_close(nic, qp->tx);
 	if (qp->tx6 >= 0)
-		nic->net->tx_close(nic, qp->tx6);
+		uroce_link_tx_close(nic, qp->tx6);
+	if (qp->tx1 >= 0)
+		uroce_link_tx_close(nic, qp->tx1);
 	pthread_mutex_destroy(&ibqp->mutex);
 	pthread_cond_destroy(&ibqp->cond);
 	qp_free(qp);

@@ -33,6 +33,7 @@ struct uroce_qp {
 	union uroce_sockaddr self;	/* our sgid address */
 	int tx;				/* net backend tx handle, -1 none */
 	int tx6;			/* UD: the IPv6 one (tx is IPv4) */
+	int tx1;			/* UD: the RoCE v1 one, or -1 */
 	struct uroce_wr_stage *wr_stage;	/* ibv_wr_* API, or NULL */
 	uint16_t sport;
 	/* UD: IBV_QP_CREATE_BLOCK_SELF_MCAST_LB, and the multicast groups

@@ -141,7 +141,8 @@ static int build_send_wqe(struct uroce_qp *qp, uint32_t slot,
 		wqe->ah = to_uah(wr->wr.ud.ah);
 		wqe->remote_qpn = wr->wr.ud.remote_qpn & QPN_MASK;
 		wqe->remote_qkey = wr->wr.ud.remote_qkey;
-		if (wqe->ah->dst.sa.sa_family == AF_INET6 && qp->tx6 < 0)
+		if ((wqe->ah->dst.sa.sa_family == AF_INET6 && qp->tx6 < 0) ||
+		    (wqe->ah->gid_type == IBV_GID_TYPE_ROCE_V1 && qp->tx1 < 0))
 			return EINVAL;
 	}
 	if (qp->ibqpx.qp_base.qp_type == IBV_QPT_XRC_SEND)

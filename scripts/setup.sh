@@ -45,9 +45,10 @@ as_user cmake --build build -j "$(nproc)"
 
 # The per-host service, uroced, owns UDP port 4791 for every user's uroce
 # programs (README "Every user of a host").  It runs as a system user of its
-# own, needs no privilege, and proves itself to the programs by its
-# directory, /run/uroce, which only root and that user may write.  Run this
-# script again after a reboot where nothing starts it (no systemd).
+# own, with no privilege but CAP_NET_RAW (for RoCE v1 alone), and proves
+# itself to the programs by its directory, /run/uroce, which only root and
+# that user may write.  Run this script again after a reboot where nothing
+# starts it (no systemd).
 install -m 0755 build/service/uroced /usr/local/sbin/uroced
 id -u uroce >/dev/null 2>&1 ||
 	useradd --system --no-create-home --home-dir /nonexistent \
@@ -60,6 +61,10 @@ After=network.target
 
 [Service]
 User=uroce
+# RoCE v1 (Ethernet frames) for the processes that ask: uroced holds the
+# host's one packet socket for ethertype 0x8915
+AmbientCapabilities=CAP_NET_RAW
+CapabilityBoundingSet=CAP_NET_RAW
 RuntimeDirectory=uroce
 RuntimeDirectoryMode=0755
 ExecStart=/usr/local/sbin/uroced --dir /run/uroce
@@ -74,8 +79,12 @@ UNIT
 else
 	pkill -x uroced && sleep 0.5 || true
 	install -d -o uroce -m 0755 /run/uroce
-	setsid -f setpriv --reuid=uroce --regid=uroce --init-groups -- \
-		/usr/local/sbin/uroced --dir /run/uroce \
+	# CAP_NET_RAW for RoCE v1, where this host lets us give it
+	caps=(--inh-caps=+net_raw --ambient-caps=+net_raw)
+	setpriv --reuid=uroce --regid=uroce --init-groups "${caps[@]}" -- \
+		true 2>/dev/null || caps=()
+	setsid -f setpriv --reuid=uroce --regid=uroce --init-groups \
+		"${caps[@]}" -- /usr/local/sbin/uroced --dir /run/uroce \
 		>/run/uroce/uroced.log 2>&1 </dev/null
 fi
 for _ in $(seq 50); do

@@ -11,6 +11,11 @@
  * nobody owns, as in single-user mode.  This file answers the processes'
  * requests: a slot and the sockets they send on, and their connected receive
  * sockets.
+ *
+ * Given CAP_NET_RAW (scripts/setup.sh gives it), it also carries RoCE v1
+ * for them: its device's v1 link receives every frame of ethertype 0x8915
+ * and hands each to its QP's process, and each process that asks gets a
+ * channel through which this file sends its frames (net/roce1.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +39,7 @@ enum {
 	SLOTS_PER_UID = UROCE_MAX_SLOTS / 2,
 	STEERS_PER_CLIENT = 4096,
 	DISCARD_PORT = 9,
+	ROCE1_FD = 1u << 31,	/* in the poll map: a client's v1 channel */
 };
 
 struct steer {
@@ -50,6 +56,7 @@ struct client {
 	int tx[2][SVC_TX_PER_FAMILY];
 	struct steer *steers;
 	unsigned nsteers;
+	int roce1;		/* its RoCE v1 frames to send, or -1 */
 };
 
 static struct uroce_nic *nic;
@@ -115,8 +122,10 @@ static void client_drop(struct client *c)
 	for (unsigned i = 0; i < c->nsteers; i++)
 		close(c->steers[i].fd);
 	free(c->steers);
+	if (c->roce1 >= 0)
+		close(c->roce1);
 	close(c->fd);
-	*c = (struct client){ .fd = -1 };
+	*c = (struct client){ .fd = -1, .roce1 = -1 };
 }
 
 /* The transmit sockets of slot, bound under our uid so that no other user
@@ -353,6 +362,30 @@ static void do_mcast(struct client *c, const struct svc_req *req, bool join)
 	reply(c, err, 0, 0, NULL, 0);
 }
 
+/* A channel for the process's RoCE v1 frames, which we send for it. */
+static void do_roce1(struct client *c)
+{
+	int chan[2];
+
+	if (!nic->roce1 || !c->slot) {
+		reply(c, !c->slot ? -EINVAL : -EOPNOTSUPP, 0, 0, NULL, 0);
+		return;
+	}
+	if (c->roce1 >= 0) {
+		reply(c, -EALREADY, 0, 0, NULL, 0);
+		return;
+	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK,
+		       0, chan)) {
+		reply(c, -errno, 0, 0, NULL, 0);
+		return;
+	}
+	udp_set_buf(chan[0], SO_RCVBUF);
+	c->roce1 = chan[0];
+	reply(c, 0, 0, 0, &chan[1], 1);
+	close(chan[1]);
+}
+
 static void client_request(struct client *c)
 {
 	struct svc_req req;
@@ -379,6 +412,9 @@ static void client_request(struct client *c)
 	case SVC_MCAST_LEAVE:
 		do_mcast(c, &req, req.op == SVC_MCAST_JOIN);
 		break;
+	case SVC_ROCE1:
+		do_roce1(c);
+		break;
 	default:
 		reply(c, -EOPNOTSUPP, 0, 0, NULL, 0);
 	}
@@ -399,7 +435,8 @@ static void client_accept(int lfd)
 	for (unsigned i = 0; i < MAX_CLIENTS; i++) {
 		if (clients[i].fd < 0) {
 			clients[i] = (struct client){ .fd = fd, .pid = uc.pid,
-						      .uid = uc.uid };
+						      .uid = uc.uid,
+						      .roce1 = -1 };
 			memset(clients[i].tx, -1, sizeof(clients[i].tx));
 			return;
 		}
@@ -512,8 +549,10 @@ int main(int argc, char **argv)
 	if (dir)
 		setenv("UROCE_SERVICE", dir, 1);
 	/* our own device publishes no same-host segment: it has no memory
-	 * to offer (set before the configuration is first read) */
+	 * to offer (set before the configuration is first read); it carries
+	 * RoCE v1 unless told not to, if it may */
 	setenv("UROCE_SHM", "0", 1);
+	setenv("UROCE_ROCE_V1", "1", 0);
 	dir = uroce_config()->service;
 	if (dir[0] != '/') {
 		fprintf(stderr, "uroced: --dir must be an absolute path\n");
@@ -528,7 +567,7 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	for (unsigned i = 0; i < MAX_CLIENTS; i++)
-		clients[i].fd = -1;
+		clients[i] = (struct client){ .fd = -1, .roce1 = -1 };
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	slot_cursor = (unsigned)(ts.tv_nsec ^ getpid());
 
@@ -556,16 +595,24 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	lfd = listen_at(&un);
-	pfd = calloc(MAX_CLIENTS + 1, sizeof(*pfd));
+	pfd = calloc(2 * MAX_CLIENTS + 1, sizeof(*pfd));
 	if (lfd < 0 || !pfd) {
 		uroce_nic_put(nic);
 		return 1;
 	}
 	fprintf(stderr, "uroced: serving UDP port %u at %s\n",
 		uroce_config()->udp_port, un.sun_path);
+	if (nic->roce1)
+		fprintf(stderr, "uroced: carrying RoCE v1 for the processes "
+			"that ask (UROCE_ROCE_V1=1)\n");
+	else if (nic->roce1_absent[0])
+		fprintf(stderr, "uroced: not carrying RoCE v1: %s\n",
+			nic->roce1_absent);
 
 	while (!stopping) {
-		unsigned map[MAX_CLIENTS], n = 1;
+		/* each client's requests, then its RoCE v1 frames */
+		static unsigned map[2 * MAX_CLIENTS];
+		unsigned n = 1;
 
 		pfd[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
 		for (unsigned i = 0; i < MAX_CLIENTS; i++) {
@@ -574,12 +621,27 @@ int main(int argc, char **argv)
 			map[n - 1] = i;
 			pfd[n++] = (struct pollfd){ .fd = clients[i].fd,
 						    .events = POLLIN };
+			if (clients[i].roce1 < 0)
+				continue;
+			map[n - 1] = i | ROCE1_FD;
+			pfd[n++] = (struct pollfd){ .fd = clients[i].roce1,
+						    .events = POLLIN };
 		}
 		if (poll(pfd, n, -1) < 0)
 			continue;	/* EINTR: a signal */
-		for (unsigned k = 1; k < n; k++)
-			if (pfd[k].revents)
-				client_request(&clients[map[k - 1]]);
+		for (unsigned k = 1; k < n; k++) {
+			struct client *c = &clients[map[k - 1] & ~ROCE1_FD];
+
+			if (!pfd[k].revents || c->fd < 0)
+				continue;
+			if (!(map[k - 1] & ROCE1_FD))
+				client_request(c);
+			else if (c->roce1 == pfd[k].fd &&
+				 uroce_roce1_relay(nic, c->roce1) < 0) {
+				close(c->roce1);
+				c->roce1 = -1;
+			}
+		}
 		if (pfd[0].revents & POLLIN)
 			client_accept(lfd);
 	}

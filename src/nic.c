@@ -53,12 +53,20 @@ static void roce1_open(struct uroce_nic *nic)
 		return;
 	}
 	snprintf(nic->roce1_absent, sizeof(nic->roce1_absent), "%s",
-		 err == -EPERM || err == -EACCES ?
-			 "Ethernet frames take CAP_NET_RAW, which this process "
-			 "lacks (give it the capability, or run it as root)" :
-			 strerror(-err));
-	fprintf(stderr, "uroce: UROCE_ROCE_V1=1 but no RoCE v1 GIDs: %s\n",
-		nic->roce1_absent);
+		 err != -EPERM && err != -EACCES ? strerror(-err)
+		 : nic->service ? "Ethernet frames take CAP_NET_RAW, which "
+				  "uroced lacks (scripts/setup.sh gives it)"
+		 : nic->served ? "Ethernet frames take CAP_NET_RAW, which "
+				 "neither this process nor uroced has (give it "
+				 "to uroced: scripts/setup.sh does)"
+			       : "Ethernet frames take CAP_NET_RAW, which this "
+				 "process lacks (give it the capability, run it "
+				 "as root, or start uroced with it: "
+				 "scripts/setup.sh)");
+	/* uroced says it in its own words */
+	if (!nic->service)
+		fprintf(stderr, "uroce: UROCE_ROCE_V1=1 but no RoCE v1 GIDs: "
+			"%s\n", nic->roce1_absent);
 }
 
 static struct uroce_nic *nic_create(const struct uroce_objects_ops *objects)

@@ -155,8 +155,6 @@ int uroce_link_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 {
 	int n = nic->net->recv(nic, pkts, max, drained);
 
-	for (int i = 0; i < n; i++)
-		pkts[i].roce1 = false;
 	if (nic->roce1 && n >= 0 && (unsigned)n < max) {
 		bool drained1 = false;
 		int n1 = nic->roce1->recv(nic, pkts + n, max - (unsigned)n,

@@ -184,6 +184,9 @@ extern const struct uroce_net_ops uroce_net_udp;
  * names its link too. */
 extern const struct uroce_net_ops uroce_net_roce1;
 enum { UROCE_TX_ROCE1 = 1 << 30 };
+/* uroced: send the RoCE v1 frames a served process handed over fd (its
+ * SVC_ROCE1 channel); how many it took, or -errno (-EPIPE: it is gone). */
+int uroce_roce1_relay(struct uroce_nic *nic, int fd);
 /* The UDP link's headers (net/udp_headers.c) */
 void uroce_udp_seal(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
 		    unsigned n);

@@ -6,13 +6,20 @@
  * source GID is a v1 one sends here.
  *
  * One AF_PACKET socket (SOCK_DGRAM: the kernel writes the Ethernet header)
- * sends and receives on every interface, which takes CAP_NET_RAW.  A
- * classic BPF program in the kernel passes only the frames that arrived
- * (not our own leaving) for this process's QPNs, so that every process of
- * the host may hold such a socket.  Destination MACs come from the kernel's
- * neighbour tables (net/neigh.c), resolved when a QP or AH is given its
- * address; a frame to one of the host's own GIDs goes over the loopback
- * interface, as an RNIC loops it back.
+ * sends and receives on every interface, which takes CAP_NET_RAW.  Where
+ * uroced has one, it holds the host's only such socket: it hands each
+ * process the frames for its QPNs as it hands it datagrams (udp_forward.c),
+ * and sends the frames a process passes it over a channel of their own
+ * (SVC_ROCE1, uroce_roce1_relay), checking them first; the process itself
+ * needs no privilege.  Without such a service a process with CAP_NET_RAW
+ * holds a socket of its own, whose classic BPF program in the kernel passes
+ * only the frames that arrived (not our own leaving) for its QPNs, so that
+ * every process of the host may hold one.  Destination MACs come from the
+ * kernel's neighbour tables (net/neigh.c), resolved when a QP or AH is
+ * given its address; a frame to one of the host's own GIDs goes over the
+ * loopback interface, as an RNIC loops it back.
+ *
+ * rdma_cm does not run over v1 yet: frames for QP1 are dropped.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,6 +35,7 @@
 #include "net/gid.h"
 #include "net/icrc.h"
 #include "net/neigh.h"
+#include "net/service.h"
 #include "nic.h"
 #include "transport/hdr.h"
 
@@ -35,12 +43,13 @@ enum {
 	ETH_P_ROCE = 0x8915,
 	GRH_NEXT_BTH = 0x1B,	/* IBA's next header value for a BTH */
 	GRH_HOP_LIMIT = 64,
-	RX_MSGS = 16,
+	FRAME_MSGS = 16,
 	RX_FRAME_MAX = 9216,	/* a jumbo frame's payload */
 	TX_MSGS = 32,
+	RELAY_MSGS = 16,	/* frames taken from a process at once */
 	NEIGH_MAX = 256,	/* peers whose MACs are kept */
 	RESOLVE_MS = 1000,	/* longest wait for ARP/ND */
-	SOCK_BUF = 8 << 20,
+	FRAME_SOCK_BUF = 8 << 20,
 };
 
 /* How to reach one peer from one of our addresses. */
@@ -51,28 +60,30 @@ struct neigh {
 };
 
 struct roce1_priv {
-	int fd;
+	int fd;			/* the packet socket, or -1 */
+	int relay;		/* served: the channel to uroced, or -1 */
 	unsigned lo_ifindex;
 	pthread_mutex_t neigh_lock;
 	struct neigh neigh[NEIGH_MAX];
 	unsigned nneigh, neigh_next, neigh_hint;
 
 	/* recvmmsg state, used only by the single receiver (rx_lock) */
-	struct mmsghdr msg[RX_MSGS];
-	struct iovec iov[RX_MSGS];
-	struct sockaddr_ll from[RX_MSGS];
-	uint8_t buf[RX_MSGS][RX_FRAME_MAX];
+	struct mmsghdr msg[FRAME_MSGS];
+	struct iovec iov[FRAME_MSGS];
+	struct sockaddr_ll from[FRAME_MSGS];
+	uint8_t buf[FRAME_MSGS][RX_FRAME_MAX];
 };
 
 /* ---- the socket ------------------------------------------------------------ */
 
 /*
  * Passes a frame that arrived for us (not one leaving, nor one for another
- * host seen in promiscuous mode) whose DestQP is in this process's slot.
- * A SOCK_DGRAM socket's filter sees the frame from its GRH: DestQP is the
- * low 24 bits of the word at 40 + 4.
+ * host seen in promiscuous mode) whose DestQP is in this process's slot
+ * (uroced, which hands frames on: any slot).  A SOCK_DGRAM socket's filter
+ * sees the frame from its GRH: DestQP is the low 24 bits of the word at
+ * 40 + 4.
  */
-static int attach_filter(int fd, unsigned slot)
+static int attach_filter(int fd, unsigned slot, bool any_slot)
 {
 	struct sock_filter code[] = {
 		BPF_STMT(BPF_LD | BPF_B | BPF_ABS, SKF_AD_OFF + SKF_AD_PKTTYPE),
@@ -86,8 +97,18 @@ static int attach_filter(int fd, unsigned slot)
 		BPF_STMT(BPF_RET | BPF_K, 0),
 		BPF_STMT(BPF_RET | BPF_K, 0xFFFFFFFF),
 	};
+	struct sock_filter any[] = {
+		BPF_STMT(BPF_LD | BPF_B | BPF_ABS, SKF_AD_OFF + SKF_AD_PKTTYPE),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PACKET_OUTGOING, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PACKET_OTHERHOST, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, 0xFFFFFFFF),
+		BPF_STMT(BPF_RET | BPF_K, 0),
+	};
 	struct sock_fprog prog = { .len = ARRAY_SIZE(code), .filter = code };
 
+	if (any_slot)
+		prog = (struct sock_fprog){ .len = ARRAY_SIZE(any),
+					    .filter = any };
 	return setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog,
 			  sizeof(prog)) ? -errno : 0;
 }
@@ -95,28 +116,39 @@ static int attach_filter(int fd, unsigned slot)
 static int roce1_open(struct uroce_nic *nic)
 {
 	struct roce1_priv *p = calloc(1, sizeof(*p));
-	int buf = SOCK_BUF, err;
+	int buf = FRAME_SOCK_BUF, err;
 
 	if (!p)
 		return -ENOMEM;
-	p->fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
-		       htons(ETH_P_ROCE));
-	if (p->fd < 0) {
-		err = -errno;
-		free(p);
-		return err;
+	p->fd = p->relay = -1;
+	if (nic->served) {
+		p->relay = udp_svc_roce1(nic);
+		if (p->relay < 0 && p->relay != -EOPNOTSUPP) {
+			err = p->relay;
+			free(p);
+			return err;
+		}
 	}
-	err = attach_filter(p->fd, nic->slot);
-	if (err) {
-		close(p->fd);
-		free(p);
-		return err;
+	if (p->relay < 0) {
+		p->fd = socket(AF_PACKET,
+			       SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+			       htons(ETH_P_ROCE));
+		err = p->fd < 0 ? -errno
+				: attach_filter(p->fd, nic->slot, nic->service);
+		if (err) {
+			if (p->fd >= 0)
+				close(p->fd);
+			free(p);
+			return err;
+		}
+		setsockopt(p->fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+		setsockopt(p->fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	} else {
+		setsockopt(p->relay, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
 	}
-	setsockopt(p->fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
-	setsockopt(p->fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
 	p->lo_ifindex = if_nametoindex("lo");
 	pthread_mutex_init(&p->neigh_lock, NULL);
-	for (unsigned i = 0; i < RX_MSGS; i++) {
+	for (unsigned i = 0; i < FRAME_MSGS; i++) {
 		p->iov[i] = (struct iovec){ p->buf[i], sizeof(p->buf[i]) };
 		p->msg[i].msg_hdr = (struct msghdr){
 			.msg_name = &p->from[i],
@@ -135,7 +167,10 @@ static void roce1_close(struct uroce_nic *nic)
 
 	if (!p)
 		return;
-	close(p->fd);
+	if (p->fd >= 0)
+		close(p->fd);
+	if (p->relay >= 0)
+		close(p->relay);
 	pthread_mutex_destroy(&p->neigh_lock);
 	free(p);
 	nic->roce1_priv = NULL;
@@ -179,7 +214,8 @@ static int roce1_rx_fds(struct uroce_nic *nic, int *fds, int max)
 {
 	struct roce1_priv *p = nic->roce1_priv;
 
-	if (max < 1)
+	/* served: the frames come with the datagrams */
+	if (max < 1 || p->fd < 0)
 		return 0;
 	fds[0] = p->fd;
 	return 1;
@@ -291,7 +327,8 @@ static int roce1_xmit(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
 	while (sent + lost < n) {
 		struct mmsghdr msg[TX_MSGS];
 		struct sockaddr_ll to[TX_MSGS];
-		struct iovec iov[TX_MSGS][UROCE_TX_IOV + 1];
+		struct roce1_relay_hdr via[TX_MSGS];
+		struct iovec iov[TX_MSGS][UROCE_TX_IOV + 2];
 		uint8_t grh[TX_MSGS][UROCE_GRH_LEN];
 		unsigned nmsg = 0, first = sent + lost;
 		int r;
@@ -307,23 +344,34 @@ static int roce1_xmit(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
 			nb = neigh_find(p, &self, &peer);
 			if (!nb)
 				break;
+			struct iovec *v = iov[nmsg];
+
 			put_grh(grh[nmsg], pkt);
-			iov[nmsg][0] = (struct iovec){ grh[nmsg], UROCE_GRH_LEN };
-			memcpy(&iov[nmsg][1], pkt->iov,
-			       pkt->niov * sizeof(pkt->iov[0]));
-			to[nmsg] = (struct sockaddr_ll){
-				.sll_family = AF_PACKET,
-				.sll_protocol = htons(ETH_P_ROCE),
-				.sll_ifindex = (int)nb->ifindex,
-				.sll_halen = UROCE_ETH_ALEN,
-			};
-			memcpy(to[nmsg].sll_addr, nb->mac, UROCE_ETH_ALEN);
-			msg[nmsg].msg_hdr = (struct msghdr){
-				.msg_name = &to[nmsg],
-				.msg_namelen = sizeof(to[nmsg]),
-				.msg_iov = iov[nmsg],
-				.msg_iovlen = 1 + pkt->niov,
-			};
+			msg[nmsg].msg_hdr = (struct msghdr){ .msg_iov = v };
+			if (p->relay >= 0) {
+				via[nmsg] = (struct roce1_relay_hdr){
+					.magic = ROCE1_RELAY_MAGIC,
+					.ifindex = nb->ifindex,
+				};
+				memcpy(via[nmsg].mac, nb->mac, UROCE_ETH_ALEN);
+				*v++ = (struct iovec){ &via[nmsg],
+						       sizeof(via[nmsg]) };
+			} else {
+				to[nmsg] = (struct sockaddr_ll){
+					.sll_family = AF_PACKET,
+					.sll_protocol = htons(ETH_P_ROCE),
+					.sll_ifindex = (int)nb->ifindex,
+					.sll_halen = UROCE_ETH_ALEN,
+				};
+				memcpy(to[nmsg].sll_addr, nb->mac,
+				       UROCE_ETH_ALEN);
+				msg[nmsg].msg_hdr.msg_name = &to[nmsg];
+				msg[nmsg].msg_hdr.msg_namelen = sizeof(to[nmsg]);
+			}
+			*v++ = (struct iovec){ grh[nmsg], UROCE_GRH_LEN };
+			memcpy(v, pkt->iov, pkt->niov * sizeof(pkt->iov[0]));
+			msg[nmsg].msg_hdr.msg_iovlen =
+				(size_t)(v - iov[nmsg]) + pkt->niov;
 			nmsg++;
 		}
 		pthread_mutex_unlock(&p->neigh_lock);
@@ -334,7 +382,8 @@ static int roce1_xmit(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
 			lost++;
 			continue;
 		}
-		r = sendmmsg(p->fd, msg, nmsg, MSG_DONTWAIT);
+		r = sendmmsg(p->relay >= 0 ? p->relay : p->fd, msg, nmsg,
+			     MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (r <= 0) {
 			err = r < 0 ? -errno : -EAGAIN;
 			break;
@@ -395,9 +444,13 @@ static int roce1_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 		      unsigned max, bool *drained)
 {
 	struct roce1_priv *p = nic->roce1_priv;
-	unsigned want = max < RX_MSGS ? max : RX_MSGS, out = 0;
+	unsigned want = max < FRAME_MSGS ? max : FRAME_MSGS, out = 0;
 	int got;
 
+	if (p->fd < 0) {
+		*drained = true;
+		return 0;
+	}
 	for (unsigned i = 0; i < want; i++)
 		p->msg[i].msg_hdr.msg_namelen = sizeof(p->from[i]);
 	got = recvmmsg(p->fd, p->msg, want, MSG_DONTWAIT, NULL);
@@ -407,10 +460,24 @@ static int roce1_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 	}
 	*drained = (unsigned)got < want;
 	for (int i = 0; i < got; i++) {
-		if (parse_frame(nic, p->buf[i], p->msg[i].msg_len, &pkts[out]))
-			out++;
-		else
+		struct uroce_rxpkt *rx = &pkts[out];
+		uint32_t qpn;
+
+		if (!parse_frame(nic, p->buf[i], p->msg[i].msg_len, rx)) {
 			STAT_INC(nic, rx_malformed);
+			continue;
+		}
+		qpn = (uint32_t)rx->data[5] << 16 | rx->data[6] << 8 |
+		      rx->data[7];
+		if (qpn == 1 || qpn == UROCE_QPN_MULTICAST) {
+			/* no CM and no multicast over v1 (yet) */
+			STAT_INC(nic, rx_unknown_qp);
+		} else if (uroce_qpn_slot(qpn) != nic->slot) {
+			/* uroced: the owner's, as a datagram would be */
+			nic->net->forward(nic, uroce_qpn_slot(qpn), rx);
+		} else {
+			out++;
+		}
 	}
 	atomic_fetch_add_explicit(&nic->stats.roce1_rx, out,
 				  memory_order_relaxed);
@@ -433,6 +500,97 @@ static uint8_t roce1_rx_grh(const struct uroce_rxpkt *rx, uint8_t *grh)
 {
 	memcpy(grh, rx->data - UROCE_GRH_LEN, UROCE_GRH_LEN);
 	return 0;
+}
+
+/* ---- uroced: sending for the processes it serves -------------------------- */
+
+/* A frame a process handed us may leave if it is RoCE v1 from one of the
+ * host's GIDs, on that GID's interface or the loopback one. */
+static bool relay_ok(struct uroce_nic *nic, const struct roce1_relay_hdr *h,
+		     const uint8_t *frame, size_t len)
+{
+	struct roce1_priv *p = nic->roce1_priv;
+	union ibv_gid sgid;
+	int i;
+
+	if (h->magic != ROCE1_RELAY_MAGIC ||
+	    len < UROCE_GRH_LEN + BTH_LEN + ICRC_LEN ||
+	    frame[0] >> 4 != 6 || frame[6] != GRH_NEXT_BTH ||
+	    ((size_t)frame[4] << 8 | frame[5]) != len - UROCE_GRH_LEN)
+		return false;
+	memcpy(sgid.raw, frame + 8, 16);
+	i = uroce_gid_find(nic, &sgid);
+	return i >= 0 && (h->ifindex == nic->gids[i].ifindex ||
+			  h->ifindex == p->lo_ifindex);
+}
+
+int uroce_roce1_relay(struct uroce_nic *nic, int fd)
+{
+	/* uroced's main thread alone calls this */
+	static uint8_t buf[RELAY_MSGS][sizeof(struct roce1_relay_hdr) +
+				       RX_FRAME_MAX];
+	struct roce1_priv *p = nic->roce1_priv;
+	struct mmsghdr in[RELAY_MSGS], out[RELAY_MSGS];
+	struct iovec iov[RELAY_MSGS], frame[RELAY_MSGS];
+	struct sockaddr_ll to[RELAY_MSGS];
+	unsigned n = 0;
+	int got;
+
+	if (!p || p->fd < 0)
+		return -EOPNOTSUPP;
+	for (unsigned i = 0; i < RELAY_MSGS; i++) {
+		iov[i] = (struct iovec){ buf[i], sizeof(buf[i]) };
+		in[i].msg_hdr = (struct msghdr){ .msg_iov = &iov[i],
+						 .msg_iovlen = 1 };
+	}
+	got = recvmmsg(fd, in, RELAY_MSGS, MSG_DONTWAIT, NULL);
+	if (got < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+	for (int i = 0; i < got; i++) {
+		struct roce1_relay_hdr h;
+		size_t len = in[i].msg_len;
+
+		/* the process closed its end */
+		if (!len)
+			return -EPIPE;
+		if (len < sizeof(h) || (in[i].msg_hdr.msg_flags & MSG_TRUNC)) {
+			STAT_INC(nic, rx_malformed);
+			continue;
+		}
+		memcpy(&h, buf[i], sizeof(h));
+		len -= sizeof(h);
+		if (!relay_ok(nic, &h, buf[i] + sizeof(h), len)) {
+			STAT_INC(nic, rx_malformed);
+			continue;
+		}
+		frame[n] = (struct iovec){ buf[i] + sizeof(h), len };
+		to[n] = (struct sockaddr_ll){
+			.sll_family = AF_PACKET,
+			.sll_protocol = htons(ETH_P_ROCE),
+			.sll_ifindex = (int)h.ifindex,
+			.sll_halen = UROCE_ETH_ALEN,
+		};
+		memcpy(to[n].sll_addr, h.mac, UROCE_ETH_ALEN);
+		out[n].msg_hdr = (struct msghdr){
+			.msg_name = &to[n], .msg_namelen = sizeof(to[n]),
+			.msg_iov = &frame[n], .msg_iovlen = 1,
+		};
+		n++;
+	}
+	if (n) {
+		/* a frame the link does not take is lost, as on a busy wire:
+		 * the sender's transport recovers it */
+		int sent = sendmmsg(p->fd, out, n, MSG_DONTWAIT);
+
+		sent = sent < 0 ? 0 : sent;
+		atomic_fetch_add_explicit(&nic->stats.roce1_tx, (unsigned)sent,
+					  memory_order_relaxed);
+		if ((unsigned)sent < n)
+			atomic_fetch_add_explicit(&nic->stats.tx_errors,
+						  n - (unsigned)sent,
+						  memory_order_relaxed);
+	}
+	return got;
 }
 
 const struct uroce_net_ops uroce_net_roce1 = {

@@ -46,7 +46,23 @@ enum svc_op {
 	/* receive, or no longer, the multicast group self (port 0) */
 	SVC_MCAST_JOIN,
 	SVC_MCAST_LEAVE,
+	/* a channel for RoCE v1 frames to send (struct roce1_relay_hdr
+	 * each); the frames for the process arrive with its datagrams.
+	 * -EOPNOTSUPP: the service has no RoCE v1 link (CAP_NET_RAW) */
+	SVC_ROCE1,
 };
+
+/* Ahead of each RoCE v1 frame a process hands the service: where to send
+ * it.  The service checks that the GRH's source GID is one of the host's,
+ * on that interface (or the loopback one), and writes the Ethernet header
+ * itself, ethertype 0x8915. */
+struct roce1_relay_hdr {
+	uint32_t magic;		/* ROCE1_RELAY_MAGIC */
+	uint32_t ifindex;
+	uint8_t mac[6];		/* destination */
+	uint8_t pad[2];
+};
+enum { ROCE1_RELAY_MAGIC = 0x75523176 };	/* "uR1v" */
 
 struct svc_req {
 	uint32_t magic;
@@ -60,6 +76,9 @@ struct svc_reply {
 	uint32_t slot;		/* HELLO */
 	uint32_t families;	/* HELLO: bit 0 IPv4, bit 1 IPv6 sockets sent */
 };
+
+/* A served process's channel for RoCE v1 frames (SVC_ROCE1), or -errno. */
+int udp_svc_roce1(struct uroce_nic *nic);
 
 /* The service's socket for our network namespace and port; false if the
  * path does not fit. */

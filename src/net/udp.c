@@ -500,6 +500,7 @@ static unsigned rx_udp(struct uroce_nic *nic, unsigned i,
 			r->tos = rx[0].tos;
 		}
 		r->data = data + off;
+		r->roce1 = false;
 		r->len = len - off < seg ? len - off : seg;
 		if (r->len < BTH_BYTES) {
 			STAT_INC(nic, rx_malformed);
@@ -650,7 +651,8 @@ static bool rx_socket(struct uroce_nic *nic, struct rx_pass *rp, int fd,
 		/* Fault injection comes later: the packets it drops are
 		 * captured too. */
 		for (unsigned j = 0; rp->pc && j < ours; j++)
-			capture_rx(nic, rp->pc, &rp->pkts[rp->out + j]);
+			if (!rp->pkts[rp->out + j].roce1)
+				capture_rx(nic, rp->pc, &rp->pkts[rp->out + j]);
 		rp->out += ours;
 	}
 	rp->used += got;

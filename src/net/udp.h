@@ -43,7 +43,8 @@ union fwd_addr {
 struct fwd_hdr {
 	uint32_t magic;
 	uint8_t tos;
-	uint8_t pad[3];
+	uint8_t roce1;		/* a RoCE v1 frame: its GRH leads the packet */
+	uint8_t pad[2];
 	union fwd_addr src, dst;
 };
 

@@ -93,10 +93,13 @@ static int fwd_conn(struct udp_priv *p, unsigned slot)
  * is dropped here. */
 static int fwd_sendmsg(int fd, const struct uroce_rxpkt *rx)
 {
-	struct fwd_hdr h = { .magic = FWD_MAGIC, .tos = rx->tos };
+	struct fwd_hdr h = { .magic = FWD_MAGIC, .tos = rx->tos,
+			     .roce1 = rx->roce1 };
+	/* a RoCE v1 frame's GRH, which its ICRC covers, goes along */
+	unsigned grh = rx->roce1 ? UROCE_GRH_LEN : 0;
 	struct iovec iov[2] = {
 		{ .iov_base = &h, .iov_len = sizeof(h) },
-		{ .iov_base = rx->data, .iov_len = rx->len },
+		{ .iov_base = rx->data - grh, .iov_len = rx->len + grh },
 	};
 	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = ARRAY_SIZE(iov) };
 
@@ -256,8 +259,17 @@ bool udp_rx_unix(struct uroce_nic *nic, unsigned i, struct uroce_rxpkt *rx)
 		return false;
 	}
 	rx->tos = h.tos;
+	rx->roce1 = h.roce1;
 	rx->data = p->buf[i] + sizeof(h);
 	rx->len = len - sizeof(h);
+	if (rx->roce1) {
+		if (rx->len < UROCE_GRH_LEN + BTH_BYTES) {
+			STAT_INC(nic, rx_malformed);
+			return false;
+		}
+		rx->data += UROCE_GRH_LEN;
+		rx->len -= UROCE_GRH_LEN;
+	}
 	return true;
 }
 

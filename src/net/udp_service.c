@@ -313,6 +313,23 @@ void udp_svc_release(struct udp_priv *p, const union uroce_sockaddr *self,
 	pthread_mutex_unlock(&p->svc_lock);
 }
 
+int udp_svc_roce1(struct uroce_nic *nic)
+{
+	struct udp_priv *p = nic->net_priv;
+	struct svc_req req = { .magic = SVC_MAGIC, .op = SVC_ROCE1 };
+	struct svc_reply rep;
+	int n, fd;
+
+	if (!p || p->svc_fd < 0)
+		return -ENOTCONN;
+	pthread_mutex_lock(&p->svc_lock);
+	n = svc_call(p, &req, &rep, &fd, 1);
+	pthread_mutex_unlock(&p->svc_lock);
+	if (n == 1)
+		return fd;
+	return n < 0 ? n : -EPROTO;
+}
+
 int udp_svc_mcast(struct udp_priv *p, const union uroce_sockaddr *group,
 		  bool join)
 {

@@ -187,29 +187,45 @@ done
 	bad "ICRC check of the capture"
 
 # ---- two processes of one namespace, served by a uroced ------------------
+# Without CAP_NET_RAW themselves, processes send and receive RoCE v1
+# through a uroced that has it; with it, and a uroced without, they hold
+# packet sockets of their own.
+nocap=(setpriv --bounding-set=-net_raw --inh-caps=-net_raw)
 mkdir -m 0755 "$work/svc"
-ip netns exec "$a" env -u UROCE_ROCE_V1 UROCE_SERVICE="$work/svc" \
-	"$uroced" >"$work/uroced.log" 2>&1 &
-svc=$!
-for _ in $(seq 100); do
-	grep -q "^uroced: serving" "$work/uroced.log" && break
-	sleep 0.05
-done
-grep -q "^uroced: serving" "$work/uroced.log" || bad "uroced did not start"
+start_uroced() {	# [PREFIX...]: uroced in a, with or without the cap
+	: >"$work/uroced.log"
+	ip netns exec "$a" env -u UROCE_ROCE_V1 UROCE_SERVICE="$work/svc" \
+		"$@" "$uroced" >"$work/uroced.log" 2>&1 &
+	svc=$!
+	for _ in $(seq 100); do
+		grep -q "^uroced: serving" "$work/uroced.log" && break
+		sleep 0.05
+	done
+	grep -q "^uroced: serving" "$work/uroced.log" ||
+		bad "uroced did not start"
+	grep "RoCE v1" "$work/uroced.log"
+}
+stop_uroced() {
+	kill "$svc" && wait "$svc" 2>/dev/null
+	svc=
+}
 
-# on1 WHAT CMD...: server and client in a, to 127.0.0.1, over the wire
-# (UROCE_SHM=0) and counted: each side must have sent RoCE v1 frames
+# on1 WHAT CLIENT_PREFIX CMD...: server and client in a, to 127.0.0.1,
+# over the wire (UROCE_SHM=0) and counted: each side must have sent RoCE v1
+# frames
 on1() {
-	local what=$1 was=$fail
+	local what=$1 was=$fail prefix=()
 	fail=0
-	shift
+	[ "$2" = nocap ] && prefix=("${nocap[@]}")
+	shift 2
 	UROCE_SERVICE="$work/svc" UROCE_SHM=0 UROCE_DEBUG=1 \
-		ns_run "$a" timeout 30 "$@" >"$work/server" 2>&1 &
+		ns_run "$a" "${prefix[@]}" timeout 30 "$@" \
+		>"$work/server" 2>&1 &
 	local server=$!
 	sleep 0.5
 	UROCE_SERVICE="$work/svc" UROCE_SHM=0 UROCE_DEBUG=1 \
-		ns_run "$a" timeout 30 "$@" 127.0.0.1 >"$work/client" 2>&1 ||
-		bad "$what: client failed"
+		ns_run "$a" "${prefix[@]}" timeout 30 "$@" 127.0.0.1 \
+		>"$work/client" 2>&1 || bad "$what: client failed"
 	wait "$server" || bad "$what: server failed"
 	if ! grep -q "roce1_tx" "$work/client" ||
 		! grep -q "roce1_tx" "$work/server"; then
@@ -221,13 +237,30 @@ on1() {
 	[ $fail -eq 0 ] && echo "$what (one host): ok"
 	fail=$((fail | was))
 }
+
 lo=$(gid_index "$a" 127.0.0.1 v1)
-on1 "ibv_rc_pingpong" ibv_rc_pingpong -g "$lo" -n 100
-on1 "ibv_ud_pingpong" ibv_ud_pingpong -g "$lo" -n 100
-# the host's own address on va: looped back over lo, as an RNIC would
 va=$(gid_index "$a" 10.233.0.1 v1)
-on1 "ibv_rc_pingpong to the host's own va address" \
+start_uroced
+grep -q "carrying RoCE v1" "$work/uroced.log" ||
+	bad "uroced with CAP_NET_RAW must carry RoCE v1"
+on1 "ibv_rc_pingpong through uroced" nocap ibv_rc_pingpong -g "$lo" -n 100
+on1 "ibv_ud_pingpong through uroced" nocap ibv_ud_pingpong -g "$lo" -n 100
+# the host's own address on va: looped back over lo, as an RNIC would
+on1 "ibv_rc_pingpong to the host's own va address through uroced" nocap \
 	ibv_rc_pingpong -g "$va" -n 100
+on1 "ib_write_bw through uroced" nocap ib_write_bw -x "$lo" -n 200 -s 8192 -F
+stop_uroced
+
+start_uroced "${nocap[@]}"
+grep -q "not carrying RoCE v1: .*CAP_NET_RAW" "$work/uroced.log" ||
+	bad "uroced without CAP_NET_RAW must say why it carries no RoCE v1"
+UROCE_SERVICE="$work/svc" ns_run "$a" "${nocap[@]}" ibv_devinfo -v \
+	>"$work/nocap" 2>&1
+grep -q "neither this process nor uroced has" "$work/nocap" ||
+	bad "a served process without v1 must say that neither side has the cap"
+on1 "ibv_rc_pingpong, own packet sockets" cap ibv_rc_pingpong -g "$lo" -n 100
+on1 "ibv_ud_pingpong, own packet sockets" cap ibv_ud_pingpong -g "$lo" -n 100
+stop_uroced
 
 [ $fail -eq 0 ] && echo "PASS"
 exit $fail

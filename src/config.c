@@ -293,6 +293,16 @@ static const char *set_roce_v1(struct uroce_config *c, const char *v)
 		: "expected 1 (RoCE v1 GIDs beside the v2 ones) or 0 (RoCE v2 only)";
 }
 
+/* as the kernel's default_roce_mode; v1 brings the v1 GIDs along */
+static const char *set_cm_roce(struct uroce_config *c, const char *v)
+{
+	if (strcmp(v, "v1") && strcmp(v, "v2"))
+		return "expected v1 or v2 (the RoCE version rdma_cm connects over)";
+	c->cm_roce_v1 = v[1] == '1';
+	c->roce_v1 |= c->cm_roce_v1;
+	return NULL;
+}
+
 static const char *set_service(struct uroce_config *c, const char *v)
 {
 	if (!strcmp(v, "none")) {
@@ -326,6 +336,7 @@ static const struct setting {
 	{ "UROCE_TX_HOLD", "tx_hold", set_tx_hold },
 	{ "UROCE_SERVICE", "service", set_service },
 	{ "UROCE_ROCE_V1", "roce_v1", set_roce_v1 },
+	{ "UROCE_RDMA_CM_ROCE", "rdma_cm_roce", set_cm_roce },
 };
 
 static void apply(const struct setting *s, const char *value,

@@ -40,6 +40,8 @@ struct uroce_config {
 	bool shm;			/* UROCE_SHM=0: no same-host path */
 	bool tx_hold;			/* UROCE_TX_HOLD=0: no request batching */
 	bool roce_v1;			/* UROCE_ROCE_V1=1: RoCE v1 GIDs too */
+	bool cm_roce_v1;		/* UROCE_RDMA_CM_ROCE=v1: rdma_cm's
+					 * default RoCE mode */
 	char service[200];		/* UROCE_SERVICE: uroced's directory;
 					 * empty = none (single-user mode) */
 };

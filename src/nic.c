@@ -91,7 +91,7 @@ static struct uroce_nic *nic_create(const struct uroce_objects_ops *objects)
 	nic->next_qp_index = 1;
 	nic->next_mr_index = 1;
 	pthread_mutex_init(&nic->gsi.lock, NULL);
-	nic->gsi.tx4 = nic->gsi.tx6 = -1;
+	nic->gsi.tx4 = nic->gsi.tx6 = nic->gsi.tx1 = -1;
 
 	nic->mrs = calloc(UROCE_MAX_MR + 1, sizeof(*nic->mrs));
 	nic->held = calloc(UROCE_MAX_QP, sizeof(*nic->held));

@@ -141,7 +141,8 @@ struct uroce_nic {
 	/* QP1 and the connection manager (src/cm/) */
 	struct {
 		pthread_mutex_t lock;	/* opening the endpoints */
-		int tx4, tx6;		/* transmit endpoints, -1 until used */
+		int tx4, tx6, tx1;	/* transmit endpoints (IPv4, IPv6, RoCE
+					 * v1), -1 until used */
 		atomic_uint psn;
 	} gsi;
 	/* multicast groups and their QPs (transport/mcast.c): changed under

@@ -196,6 +196,12 @@ UROCE_EXPORT struct uroce_cm_id *uroce_cm_create_id(struct ibv_context *ctx,
 	return id;
 }
 
+UROCE_EXPORT enum ibv_gid_type uroce_cm_gid_type(void)
+{
+	return uroce_config()->cm_roce_v1 ? IBV_GID_TYPE_ROCE_V1
+					  : IBV_GID_TYPE_ROCE_V2;
+}
+
 UROCE_EXPORT void uroce_cm_set_context(struct uroce_cm_id *id, void *context)
 {
 	pthread_mutex_lock(&id->cm->lock);

@@ -28,8 +28,10 @@ struct cm_mad_rx {
 /* ---- gsi.c ---- */
 /* A datagram for QP1 (receive path, rx_lock held). */
 void uroce_gsi_rx(struct uroce_nic *nic, struct uroce_rxpkt *rx);
-/* Send one MAD from self to peer (port numbers ignored); 0 or -errno. */
-int uroce_gsi_send(struct uroce_nic *nic, const union uroce_sockaddr *self,
+/* Send one MAD from self to peer (port numbers ignored), over RoCE v1 or
+ * v2; 0 or -errno. */
+int uroce_gsi_send(struct uroce_nic *nic, bool roce1,
+		   const union uroce_sockaddr *self,
 		   const union uroce_sockaddr *peer, const uint8_t *mad);
 void uroce_gsi_close(struct uroce_nic *nic);
 

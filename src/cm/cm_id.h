@@ -54,6 +54,7 @@ struct uroce_cm_id {
 	/* where its MADs go, and the last one sent (retransmissions,
 	 * answers to duplicates) */
 	union uroce_sockaddr self, peer;
+	bool roce1;			/* over RoCE v1 */
 	uint8_t mad[MAD_LEN];
 	uint64_t deadline;		/* ns, 0 = no timer */
 	uint64_t timeout_ns;		/* per transmission */

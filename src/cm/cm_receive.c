@@ -26,20 +26,22 @@ static struct uroce_cm_id *find_listener(struct uroce_cm *cm, uint64_t sid)
 	return NULL;
 }
 
-/* The GID index a received MAD arrived on, or -1 if none of ours. */
-static int gid_index_of(struct uroce_nic *nic, const union uroce_sockaddr *a)
+/* The GID index a received MAD arrived on (the RoCE v1 one if it came as
+ * v1), or -1 if none of ours. */
+static int gid_index_of(struct uroce_nic *nic, const struct uroce_rxpkt *rx)
 {
 	union ibv_gid gid;
 
-	uroce_sockaddr_to_gid(a, &gid);
-	return uroce_gid_find(nic, &gid);
+	uroce_sockaddr_to_gid(&rx->dst, &gid);
+	return uroce_gid_find_type(nic, &gid, rx->roce1 ? IBV_GID_TYPE_ROCE_V1
+							 : IBV_GID_TYPE_ROCE_V2);
 }
 
 /* The path back to the sender of a request, as seen from here. */
 static bool reply_path(struct uroce_nic *nic, const struct cm_mad_rx *m,
 		       struct uroce_cm_path *path)
 {
-	int index = gid_index_of(nic, &m->rx->dst);
+	int index = gid_index_of(nic, m->rx);
 
 	if (index < 0)
 		return false;
@@ -127,6 +129,7 @@ static void rx_req(struct uroce_cm *cm, const struct cm_mad_rx *m,
 	id->max_retries = mad_bits(req, REQ_BYTE51, 0xF0);
 	id->timewait_ms = uroce_cm_time_ms(mad_bits(req, REQ_BYTE95, 0xF8));
 	uroce_cm_reply_addrs(nic, m, &id->self, &id->peer);
+	id->roce1 = m->rx->roce1;
 	id->listener = listener;
 	listener->waiting++;
 
@@ -339,6 +342,7 @@ static void rx_sidr_req(struct uroce_cm *cm, const struct cm_mad_rx *m,
 	id->service_id = sid;
 	id->tid = mad_be64(m->mad, MADH_TID);
 	uroce_cm_reply_addrs(nic, m, &id->self, &id->peer);
+	id->roce1 = m->rx->roce1;
 	id->listener = listener;
 	listener->waiting++;
 	ev = cm_queue_event(pl, listener, UROCE_CM_SIDR_REQ_RECEIVED,

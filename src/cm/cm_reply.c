@@ -33,7 +33,7 @@ static void reply(struct uroce_nic *nic, const struct cm_mad_rx *m,
 	union uroce_sockaddr self, peer;
 
 	uroce_cm_reply_addrs(nic, m, &self, &peer);
-	if (uroce_gsi_send(nic, &self, &peer, mad))
+	if (uroce_gsi_send(nic, m->rx->roce1, &self, &peer, mad))
 		STAT_INC(nic, tx_errors);
 }
 

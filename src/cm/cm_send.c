@@ -20,7 +20,8 @@ static uint64_t response_timeout_ns(const struct uroce_cm_id *id)
 
 int cm_id_send(struct uroce_cm_id *id)
 {
-	return uroce_gsi_send(id->cm->nic, &id->self, &id->peer, id->mad);
+	return uroce_gsi_send(id->cm->nic, id->roce1, &id->self, &id->peer,
+			      id->mad);
 }
 
 int cm_id_send_timed(struct uroce_cm_id *id, uint64_t timeout_ns,
@@ -68,7 +69,7 @@ void cm_id_send_mra(struct uroce_cm_id *id, unsigned msg)
 	mad_put_be32(pl, MSG_REMOTE_COMM_ID, id->remote_id);
 	mad_set_bits(pl, MRA_BYTE8, 0xC0, msg);
 	mad_set_bits(pl, MRA_BYTE9, 0xF8, MRA_SERVICE_TIMEOUT);
-	if (uroce_gsi_send(id->cm->nic, &id->self, &id->peer, mad))
+	if (uroce_gsi_send(id->cm->nic, id->roce1, &id->self, &id->peer, mad))
 		STAT_INC(id->cm->nic, tx_errors);
 }
 
@@ -116,6 +117,9 @@ static void path_to_addrs(struct uroce_cm_id *id,
 {
 	uroce_gid_to_sockaddr(&path->sgid, 0, &id->self);
 	uroce_gid_to_sockaddr(&path->dgid, 0, &id->peer);
+	id->roce1 = path->sgid_index < id->cm->nic->num_gids &&
+		    id->cm->nic->gids[path->sgid_index].type ==
+			    IBV_GID_TYPE_ROCE_V1;
 }
 
 static void put_path(uint8_t *pl, unsigned off,

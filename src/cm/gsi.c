@@ -22,19 +22,22 @@
 
 enum { GSI_PKT_LEN = BTH_LEN + DETH_LEN + MAD_LEN + ICRC_LEN };
 
-/* The transmit endpoint of QP1 for a family, opened on first use, and its
- * source port.  The port is one the kernel gives this process alone: no
- * QP's flow class port, so that MADs never arrive on a socket connected to
- * a peer's QPs, and nobody else's, so that no other program sends from
- * it. */
-static int gsi_tx(struct uroce_nic *nic, int family)
+/* The transmit endpoint of QP1 for a family (RoCE v2) or for RoCE v1,
+ * opened on first use, and its source port.  The port is one the kernel
+ * gives this process alone: no QP's flow class port, so that MADs never
+ * arrive on a socket connected to a peer's QPs, and nobody else's, so that
+ * no other program sends from it. */
+static int gsi_tx(struct uroce_nic *nic, bool roce1, int family)
 {
-	int *tx = family == AF_INET ? &nic->gsi.tx4 : &nic->gsi.tx6;
+	int *tx = roce1 ? &nic->gsi.tx1
+		  : family == AF_INET ? &nic->gsi.tx4 : &nic->gsi.tx6;
 	int h;
 
 	pthread_mutex_lock(&nic->gsi.lock);
 	if (*tx < 0) {
-		h = nic->net->tx_open(nic, family, 0);
+		h = uroce_link_tx_open(nic, roce1 ? IBV_GID_TYPE_ROCE_V1
+						  : IBV_GID_TYPE_ROCE_V2,
+				       family, 0);
 		if (h >= 0)
 			*tx = h;
 	}
@@ -43,7 +46,8 @@ static int gsi_tx(struct uroce_nic *nic, int family)
 	return h;
 }
 
-int uroce_gsi_send(struct uroce_nic *nic, const union uroce_sockaddr *self,
+int uroce_gsi_send(struct uroce_nic *nic, bool roce1,
+		   const union uroce_sockaddr *self,
 		   const union uroce_sockaddr *peer, const uint8_t *mad)
 {
 	struct uroce_txpkt pkt;
@@ -59,9 +63,14 @@ int uroce_gsi_send(struct uroce_nic *nic, const union uroce_sockaddr *self,
 		dst.in4.sin_port = htons(nic->cfg->udp_port);
 	else
 		dst.in6.sin6_port = htons(nic->cfg->udp_port);
-	tx = gsi_tx(nic, family);
+	tx = gsi_tx(nic, roce1, family);
 	if (tx < 0)
 		return tx;
+	/* a wire with addresses of its own learns the peer's (v1: its MAC;
+	 * at once when known, as it is after the first MAD) */
+	if (roce1 && (sent = uroce_link_resolve(nic, IBV_GID_TYPE_ROCE_V1,
+						 &src, &dst)))
+		return sent;
 
 	/* one PSN counter for every QP1 send, as Linux has per port */
 	psn = atomic_fetch_add(&nic->gsi.psn, 1) & PSN_MASK;
@@ -84,8 +93,7 @@ int uroce_gsi_send(struct uroce_nic *nic, const union uroce_sockaddr *self,
 	pkt.src = &src;
 	/* MADs pass no fault injection: the CM's retries are not what the
 	 * faults test */
-	nic->net->seal(nic, tx, &pkt, 1);
-	sent = nic->net->xmit(nic, tx, &pkt, 1);
+	sent = uroce_link_xmit_unfaulted(nic, tx, &pkt, 1);
 	if (sent != 1)
 		return sent < 0 ? sent : -EIO;
 	STAT_INC(nic, mad_tx);
@@ -95,10 +103,12 @@ int uroce_gsi_send(struct uroce_nic *nic, const union uroce_sockaddr *self,
 void uroce_gsi_close(struct uroce_nic *nic)
 {
 	if (nic->gsi.tx4 >= 0)
-		nic->net->tx_close(nic, nic->gsi.tx4);
+		uroce_link_tx_close(nic, nic->gsi.tx4);
 	if (nic->gsi.tx6 >= 0)
-		nic->net->tx_close(nic, nic->gsi.tx6);
-	nic->gsi.tx4 = nic->gsi.tx6 = -1;
+		uroce_link_tx_close(nic, nic->gsi.tx6);
+	if (nic->gsi.tx1 >= 0)
+		uroce_link_tx_close(nic, nic->gsi.tx1);
+	nic->gsi.tx4 = nic->gsi.tx6 = nic->gsi.tx1 = -1;
 }
 
 /* The framing of a MAD datagram: UD SEND_ONLY with a DETH naming the GSI

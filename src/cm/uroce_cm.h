@@ -182,6 +182,8 @@ int uroce_cm_bind_shared(struct uroce_cm_id *id, uint64_t service_id);
 /* Deliver REQs / SIDR_REQs for the bound service ID (backlog: most
  * connections waiting for an accept before further REQs are dropped). */
 int uroce_cm_listen(struct uroce_cm_id *id, int backlog);
+/* The GID type rdma_cm connects over (UROCE_RDMA_CM_ROCE). */
+enum ibv_gid_type uroce_cm_gid_type(void);
 
 int uroce_cm_send_req(struct uroce_cm_id *id,
 		      const struct uroce_cm_req_param *param);

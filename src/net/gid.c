@@ -96,12 +96,26 @@ static enum gid_class classify(const struct sockaddr *sa)
 	return GID_UNUSABLE;
 }
 
-int uroce_gid_find(const struct uroce_nic *nic, const union ibv_gid *gid)
+/* type < 0: any */
+static int gid_search(const struct uroce_nic *nic, const union ibv_gid *gid,
+		      int type)
 {
 	for (int i = 0; i < nic->num_gids; i++)
-		if (!memcmp(&nic->gids[i].gid, gid, sizeof(*gid)))
+		if ((type < 0 || nic->gids[i].type == (enum ibv_gid_type)type) &&
+		    !memcmp(&nic->gids[i].gid, gid, sizeof(*gid)))
 			return i;
 	return -1;
+}
+
+int uroce_gid_find(const struct uroce_nic *nic, const union ibv_gid *gid)
+{
+	return gid_search(nic, gid, -1);
+}
+
+int uroce_gid_find_type(const struct uroce_nic *nic, const union ibv_gid *gid,
+			enum ibv_gid_type type)
+{
+	return gid_search(nic, gid, (int)type);
 }
 
 static bool gid_present(const struct uroce_nic *nic, const union ibv_gid *gid)

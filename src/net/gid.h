@@ -15,8 +15,10 @@ struct uroce_nic;
 int uroce_gids_discover(struct uroce_nic *nic);
 /* Append the RoCE v1 twins of the v2 GIDs whose interfaces carry them. */
 void uroce_gids_add_roce1(struct uroce_nic *nic);
-/* The index of gid in the port's table, or -1. */
+/* The index of gid in the port's table (of its type), or -1. */
 int uroce_gid_find(const struct uroce_nic *nic, const union ibv_gid *gid);
+int uroce_gid_find_type(const struct uroce_nic *nic, const union ibv_gid *gid,
+			enum ibv_gid_type type);
 /* Largest path MTU in bytes that the link of GID index gid carries. */
 uint32_t uroce_gid_path_mtu(struct uroce_nic *nic, unsigned gid);
 /* The node GUID every uroce process of a host reports. */

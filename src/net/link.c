@@ -121,15 +121,24 @@ static int xmit_with_faults(struct uroce_nic *nic,
 	return (int)n;
 }
 
-int uroce_link_xmit(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
-		    unsigned n)
+int uroce_link_xmit_unfaulted(struct uroce_nic *nic, int tx,
+			      struct uroce_txpkt *pkts, unsigned n)
 {
 	const struct uroce_net_ops *link = tx_link(nic, &tx);
 
-	if (nic->faults.cfg.tx)
-		return xmit_with_faults(nic, link, tx, pkts, n);
 	link->seal(nic, tx, pkts, n);
 	return link->xmit(nic, tx, pkts, n);
+}
+
+int uroce_link_xmit(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
+		    unsigned n)
+{
+	int handle = tx;
+	const struct uroce_net_ops *link = tx_link(nic, &handle);
+
+	if (nic->faults.cfg.tx)
+		return xmit_with_faults(nic, link, handle, pkts, n);
+	return uroce_link_xmit_unfaulted(nic, tx, pkts, n);
 }
 
 unsigned uroce_link_rx_verify(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
@@ -138,8 +147,16 @@ unsigned uroce_link_rx_verify(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 	unsigned kept = 0;
 
 	for (unsigned i = 0; i < n; i++) {
-		if (!(pkts[i].roce1 ? nic->roce1 : nic->net)->icrc_ok(nic,
-								      &pkts[i])) {
+		const struct uroce_net_ops *link =
+			pkts[i].roce1 ? nic->roce1 : nic->net;
+
+		/* a RoCE v1 frame uroced handed on, for a QP of a process
+		 * that has no v1 link, is no packet of ours */
+		if (!link) {
+			STAT_INC(nic, rx_malformed);
+			continue;
+		}
+		if (!link->icrc_ok(nic, &pkts[i])) {
 			STAT_INC(nic, rx_bad_icrc);
 			continue;
 		}

@@ -183,7 +183,10 @@ extern const struct uroce_net_ops uroce_net_udp;
  * Its transmit handles are offset by UROCE_TX_ROCE1 so that one handle
  * names its link too. */
 extern const struct uroce_net_ops uroce_net_roce1;
-enum { UROCE_TX_ROCE1 = 1 << 30 };
+enum {
+	UROCE_TX_ROCE1 = 1 << 30,
+	UROCE_GRH_NEXT_BTH = 0x1B,	/* a v1 GRH's next header: IBA's BTH */
+};
 /* uroced: send the RoCE v1 frames a served process handed over fd (its
  * SVC_ROCE1 channel); how many it took, or -errno (-EPIPE: it is gone). */
 int uroce_roce1_relay(struct uroce_nic *nic, int fd);
@@ -216,6 +219,9 @@ uint8_t uroce_link_rx_grh(struct uroce_nic *nic, const struct uroce_rxpkt *rx,
 bool uroce_link_has(const struct uroce_nic *nic, enum ibv_gid_type type);
 int uroce_link_xmit(struct uroce_nic *nic, int tx, struct uroce_txpkt *pkts,
 		    unsigned n);
+/* The same without fault injection (QP1's MADs). */
+int uroce_link_xmit_unfaulted(struct uroce_nic *nic, int tx,
+			      struct uroce_txpkt *pkts, unsigned n);
 int uroce_link_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 		    unsigned max, bool *drained);
 unsigned uroce_link_rx_verify(struct uroce_nic *nic, struct uroce_rxpkt *pkts,

@@ -19,7 +19,9 @@
  * given its address; a frame to one of the host's own GIDs goes over the
  * loopback interface, as an RNIC loops it back.
  *
- * rdma_cm does not run over v1 yet: frames for QP1 are dropped.
+ * QP1's frames (the CM's MADs) go to whoever answers for QP1 on the host:
+ * uroced, or a process in single-user mode; the MACs of their senders are
+ * learnt, so that the CM's replies need not wait for ARP.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -41,7 +43,6 @@
 
 enum {
 	ETH_P_ROCE = 0x8915,
-	GRH_NEXT_BTH = 0x1B,	/* IBA's next header value for a BTH */
 	GRH_HOP_LIMIT = 64,
 	FRAME_MSGS = 16,
 	RX_FRAME_MAX = 9216,	/* a jumbo frame's payload */
@@ -78,19 +79,21 @@ struct roce1_priv {
 
 /*
  * Passes a frame that arrived for us (not one leaving, nor one for another
- * host seen in promiscuous mode) whose DestQP is in this process's slot
- * (uroced, which hands frames on: any slot).  A SOCK_DGRAM socket's filter
- * sees the frame from its GRH: DestQP is the low 24 bits of the word at
- * 40 + 4.
+ * host seen in promiscuous mode) whose DestQP is in this process's slot, or
+ * is QP1 where this process answers for it (single-user mode); uroced,
+ * which hands frames on, takes them all.  A SOCK_DGRAM socket's filter sees
+ * the frame from its GRH: DestQP is the low 24 bits of the word at 40 + 4.
  */
-static int attach_filter(int fd, unsigned slot, bool any_slot)
+static int attach_filter(int fd, unsigned slot, bool any_slot, bool qp1)
 {
 	struct sock_filter code[] = {
 		BPF_STMT(BPF_LD | BPF_B | BPF_ABS, SKF_AD_OFF + SKF_AD_PKTTYPE),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PACKET_OUTGOING, 5, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PACKET_OTHERHOST, 4, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PACKET_OUTGOING, 6, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PACKET_OTHERHOST, 5, 0),
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, UROCE_GRH_LEN + 4),
 		BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xFFFFFF),
+		/* a DestQP never equals 1 << 24: no QP1 */
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, qp1 ? 1 : 1u << 24, 3, 0),
 		BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, UROCE_QPN_SLOT_SHIFT),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
 			 slot & (UROCE_MAX_SLOTS - 1), 1, 0),
@@ -134,7 +137,8 @@ static int roce1_open(struct uroce_nic *nic)
 			       SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
 			       htons(ETH_P_ROCE));
 		err = p->fd < 0 ? -errno
-				: attach_filter(p->fd, nic->slot, nic->service);
+				: attach_filter(p->fd, nic->slot, nic->service,
+						!nic->served);
 		if (err) {
 			if (p->fd >= 0)
 				close(p->fd);
@@ -241,16 +245,39 @@ static struct neigh *neigh_find(struct roce1_priv *p, const union ibv_gid *self,
 	return NULL;
 }
 
+/* Keep how to reach n.peer from n.self, replacing what was known. */
+static void neigh_store(struct roce1_priv *p, const struct neigh *n)
+{
+	struct neigh *slot;
+
+	pthread_mutex_lock(&p->neigh_lock);
+	slot = neigh_find(p, &n->self, &n->peer);
+	if (!slot) {
+		if (p->nneigh < NEIGH_MAX)
+			slot = &p->neigh[p->nneigh++];
+		else
+			slot = &p->neigh[p->neigh_next++ % NEIGH_MAX];
+	}
+	*slot = *n;
+	pthread_mutex_unlock(&p->neigh_lock);
+}
+
 static int roce1_resolve(struct uroce_nic *nic, const union uroce_sockaddr *self,
 			 const union uroce_sockaddr *peer)
 {
 	struct roce1_priv *p = nic->roce1_priv;
 	struct neigh n = { 0 };
-	struct neigh *slot;
+	bool known;
 	int i, err = 0;
 
 	uroce_sockaddr_to_gid(self, &n.self);
 	uroce_sockaddr_to_gid(peer, &n.peer);
+	/* known already (a MAD's sender, a second QP to the same peer) */
+	pthread_mutex_lock(&p->neigh_lock);
+	known = neigh_find(p, &n.self, &n.peer);
+	pthread_mutex_unlock(&p->neigh_lock);
+	if (known)
+		return 0;
 	i = uroce_gid_find(nic, &n.self);
 	if (i < 0)
 		return -EADDRNOTAVAIL;
@@ -265,16 +292,7 @@ static int roce1_resolve(struct uroce_nic *nic, const union uroce_sockaddr *self
 		if (err)
 			return err;
 	}
-	pthread_mutex_lock(&p->neigh_lock);
-	slot = neigh_find(p, &n.self, &n.peer);
-	if (!slot) {
-		if (p->nneigh < NEIGH_MAX)
-			slot = &p->neigh[p->nneigh++];
-		else
-			slot = &p->neigh[p->neigh_next++ % NEIGH_MAX];
-	}
-	*slot = n;
-	pthread_mutex_unlock(&p->neigh_lock);
+	neigh_store(p, &n);
 	return 0;
 }
 
@@ -290,7 +308,7 @@ static void put_grh(uint8_t *grh, const struct uroce_txpkt *pkt)
 	grh[0] = 0x60;			/* IPVer 6, traffic class and flow 0 */
 	grh[4] = pkt->len >> 8;		/* PayLen: BTH up to the ICRC */
 	grh[5] = pkt->len;
-	grh[6] = GRH_NEXT_BTH;
+	grh[6] = UROCE_GRH_NEXT_BTH;
 	grh[7] = GRH_HOP_LIMIT;
 	memcpy(grh + 8, sgid.raw, 16);
 	memcpy(grh + 24, dgid.raw, 16);
@@ -419,7 +437,7 @@ static bool parse_frame(struct uroce_nic *nic, uint8_t *frame, size_t len,
 	int i;
 
 	if (len < UROCE_GRH_LEN + BTH_LEN + ICRC_LEN || frame[0] >> 4 != 6 ||
-	    frame[6] != GRH_NEXT_BTH)
+	    frame[6] != UROCE_GRH_NEXT_BTH)
 		return false;
 	/* PayLen, not the frame: Ethernet pads short frames */
 	paylen = (size_t)frame[4] << 8 | frame[5];
@@ -438,6 +456,20 @@ static bool parse_frame(struct uroce_nic *nic, uint8_t *frame, size_t len,
 	rx->tos = (uint8_t)(frame[0] << 4 | frame[1] >> 4);
 	rx->roce1 = true;
 	return true;
+}
+
+/* The sender's MAC, as its frame came: how to answer it. */
+static void learn(struct uroce_nic *nic, const struct sockaddr_ll *from,
+		  const struct uroce_rxpkt *rx)
+{
+	struct neigh n = { .ifindex = (unsigned)from->sll_ifindex };
+
+	if (from->sll_halen != UROCE_ETH_ALEN)
+		return;
+	memcpy(n.mac, from->sll_addr, UROCE_ETH_ALEN);
+	uroce_sockaddr_to_gid(&rx->dst, &n.self);
+	uroce_sockaddr_to_gid(&rx->src, &n.peer);
+	neigh_store(nic->roce1_priv, &n);
 }
 
 static int roce1_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
@@ -469,9 +501,13 @@ static int roce1_recv(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 		}
 		qpn = (uint32_t)rx->data[5] << 16 | rx->data[6] << 8 |
 		      rx->data[7];
-		if (qpn == 1 || qpn == UROCE_QPN_MULTICAST) {
-			/* no CM and no multicast over v1 (yet) */
+		if (qpn == UROCE_QPN_MULTICAST) {
+			/* no multicast over v1 (yet) */
 			STAT_INC(nic, rx_unknown_qp);
+		} else if (qpn == 1) {
+			/* a MAD: the CM answers where it came from */
+			learn(nic, &p->from[i], rx);
+			out++;
 		} else if (uroce_qpn_slot(qpn) != nic->slot) {
 			/* uroced: the owner's, as a datagram would be */
 			nic->net->forward(nic, uroce_qpn_slot(qpn), rx);
@@ -515,7 +551,7 @@ static bool relay_ok(struct uroce_nic *nic, const struct roce1_relay_hdr *h,
 
 	if (h->magic != ROCE1_RELAY_MAGIC ||
 	    len < UROCE_GRH_LEN + BTH_LEN + ICRC_LEN ||
-	    frame[0] >> 4 != 6 || frame[6] != GRH_NEXT_BTH ||
+	    frame[0] >> 4 != 6 || frame[6] != UROCE_GRH_NEXT_BTH ||
 	    ((size_t)frame[4] << 8 | frame[5]) != len - UROCE_GRH_LEN)
 		return false;
 	memcpy(sgid.raw, frame + 8, 16);

@@ -63,19 +63,33 @@ void cma_addr_gid(const struct sockaddr *sa, union ibv_gid *gid)
 	}
 }
 
-int cma_gid_index(struct cma_id *id, const struct sockaddr *sa)
+int cma_gid_index_type(struct cma_id *id, const struct sockaddr *sa,
+		       enum ibv_gid_type type)
 {
 	struct ibv_port_attr port;
-	union ibv_gid want, gid;
+	struct ibv_gid_entry e;
+	union ibv_gid want;
+	int other = -1;
 
 	cma_addr_gid(sa, &want);
 	if (ibv_query_port(id->dev->verbs, 1, &port))
 		return -1;
-	for (int i = 0; i < port.gid_tbl_len; i++)
-		if (!ibv_query_gid(id->dev->verbs, 1, i, &gid) &&
-		    !memcmp(&gid, &want, sizeof(gid)))
+	for (int i = 0; i < port.gid_tbl_len; i++) {
+		if (ibv_query_gid_ex(id->dev->verbs, 1, i, &e, 0) ||
+		    memcmp(&e.gid, &want, sizeof(want)))
+			continue;
+		if (e.gid_type == type)
 			return i;
-	return -1;
+		if (other < 0)
+			other = i;
+	}
+	/* v1 asked for and absent (the device said why): v2 */
+	return other;
+}
+
+int cma_gid_index(struct cma_id *id, const struct sockaddr *sa)
+{
+	return cma_gid_index_type(id, sa, uroce_cm_gid_type());
 }
 
 /* Is the address one of this host's?  (A bind to it succeeds.) */

@@ -187,7 +187,11 @@ int cma_bind_port(struct cma_id *id, struct sockaddr *addr);
 /* The GID (IPv4-mapped for IPv4) of an IP address. */
 void cma_addr_gid(const struct sockaddr *sa, union ibv_gid *gid);
 /* The index of the GID that is this address, or -1. */
+/* The GID index of an address: of the type rdma_cm connects over
+ * (UROCE_RDMA_CM_ROCE), or of the one type given. */
 int cma_gid_index(struct cma_id *id, const struct sockaddr *sa);
+int cma_gid_index_type(struct cma_id *id, const struct sockaddr *sa,
+		       enum ibv_gid_type type);
 /* The port goes with the id's last reference; no request reaches it. */
 void cma_unbind_port(struct cma_id *id);
 /* A listener's port may be shared (another family, another address, both

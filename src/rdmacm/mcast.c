@@ -60,7 +60,9 @@ static int join(struct cma_id *id, struct sockaddr *addr, bool send_only,
 	    !cm_id->verbs || cm_id->qp_type != IBV_QPT_UD ||
 	    !cma_addr_len(addr))
 		return cma_errno(EINVAL);
-	sgid = cma_gid_index(id, &cm_id->route.addr.src_addr);
+	/* multicast is RoCE v2's alone */
+	sgid = cma_gid_index_type(id, &cm_id->route.addr.src_addr,
+				  IBV_GID_TYPE_ROCE_V2);
 	if (sgid < 0)
 		return cma_errno(ENODEV);
 	mc = calloc(1, sizeof(*mc));

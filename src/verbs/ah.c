@@ -151,11 +151,13 @@ static int ah_from_ipv6(const struct uroce_nic *nic, const struct ibv_grh *grh,
 
 	if (grh->dgid.raw[0] == 0xff)
 		return EINVAL;
-	/* RoCE v1 (next header 0x1b) would need a v1 GID, and all of ours
-	 * are RoCE v2 */
-	if (grh->next_hdr != IPPROTO_UDP)
+	/* RoCE v1's GRH (next header: a BTH) is answered from the v1 GID */
+	if (grh->next_hdr != IPPROTO_UDP && grh->next_hdr != UROCE_GRH_NEXT_BTH)
 		return EPROTONOSUPPORT;
-	idx = uroce_gid_find(nic, &grh->dgid);
+	idx = uroce_gid_find_type(nic, &grh->dgid,
+				  grh->next_hdr == UROCE_GRH_NEXT_BTH ?
+					  IBV_GID_TYPE_ROCE_V1 :
+					  IBV_GID_TYPE_ROCE_V2);
 	if (idx < 0)
 		return EINVAL;
 	ah_attr->grh.dgid = grh->sgid;

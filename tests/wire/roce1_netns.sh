@@ -21,7 +21,8 @@ if [ "$(id -u)" -ne 0 ]; then
 	exit 1
 fi
 for tool in ip tcpdump tshark setpriv ibv_devinfo ibv_rc_pingpong \
-	ibv_ud_pingpong ib_write_bw ib_read_bw ib_send_bw ib_send_lat; do
+	ibv_ud_pingpong ib_write_bw ib_read_bw ib_send_bw ib_send_lat rping \
+	ucmatose udaddy; do
 	if ! command -v "$tool" >/dev/null; then
 		echo "FAIL: $tool is not installed"
 		exit 1
@@ -160,6 +161,40 @@ for fam in 4 6; do
 			-s 1024 -F
 	fi
 done
+
+# cm_pair WHAT NS_SERVER NS_CLIENT SERVER_CMD... -- CLIENT_CMD...: rdma_cm
+# programs over RoCE v1 (UROCE_RDMA_CM_ROCE=v1); both must succeed
+cm_pair() {
+	local what=$1 ns_s=$2 ns_c=$3 was=$fail server_cmd=()
+	fail=0
+	shift 3
+	while [ "$1" != -- ]; do server_cmd+=("$1"); shift; done
+	shift
+	UROCE_SERVICE=${CM_SERVICE:-none} UROCE_RDMA_CM_ROCE=v1 \
+		UROCE_DEBUG=1 ns_run "$ns_s" "${CM_PREFIX[@]}" timeout 30 \
+		"${server_cmd[@]}" >"$work/server" 2>&1 &
+	local server=$!
+	sleep 0.5
+	UROCE_SERVICE=${CM_SERVICE:-none} UROCE_RDMA_CM_ROCE=v1 \
+		UROCE_DEBUG=1 ns_run "$ns_c" "${CM_PREFIX[@]}" timeout 30 \
+		"$@" >"$work/client" 2>&1 || bad "$what: client failed"
+	wait "$server" || bad "$what: server failed"
+	grep -q "roce1_tx" "$work/client" && grep -q "roce1_tx" "$work/server" ||
+		bad "$what: no RoCE v1 frames counted"
+	[ $fail -eq 0 ] || cat "$work/client" "$work/server"
+	[ $fail -eq 0 ] && echo "$what over v1: ok"
+	fail=$((fail | was))
+}
+CM_PREFIX=()
+cm_pair "rping" "$b" "$a" rping -s -a 10.233.0.2 -V -S 1000 -C 5 -- \
+	rping -c -a 10.233.0.2 -V -S 1000 -C 5
+cm_pair "rping IPv6" "$b" "$a" rping -s -a fd73::2 -V -S 100 -C 5 -- \
+	rping -c -a fd73::2 -V -S 100 -C 5
+cm_pair "ucmatose" "$b" "$a" ucmatose -b 10.233.0.2 -c 2 -C 10 -- \
+	ucmatose -s 10.233.0.2 -c 2 -C 10
+cm_pair "udaddy" "$b" "$a" udaddy -b 10.233.0.2 -C 10 -- \
+	udaddy -s 10.233.0.2 -C 10
+
 sleep 0.5
 kill "$dump" && wait "$dump" 2>/dev/null
 dump=
@@ -182,6 +217,15 @@ echo "opcodes: $ops"
 # first and last), ACK, UD SEND
 for op in 0 2 4 6 8 12 13 15 17 100; do
 	case " $ops " in *" $op "*) ;; *) bad "no frame of opcode $op" ;; esac
+done
+# the CM's MADs: REQ, REP, RTU, DREQ, DREP, SIDR_REQ and SIDR_REP
+mads=$(tshark -r "$work/link.pcap" -Y "eth.type == 0x8915 && infiniband.mad" \
+	-T fields -e infiniband.mad.attributeid 2>/dev/null | sort -u |
+	tr '\n' ' ')
+echo "CM MADs: $mads"
+for attr in 0x0010 0x0013 0x0014 0x0015 0x0016 0x0017 0x0018; do
+	case " $mads " in *" $attr "*) ;; *) bad "no MAD of attribute $attr" ;;
+	esac
 done
 /usr/bin/python3 "$here/roce1_icrc.py" "$work/link.pcap" ||
 	bad "ICRC check of the capture"
@@ -249,6 +293,11 @@ on1 "ibv_ud_pingpong through uroced" nocap ibv_ud_pingpong -g "$lo" -n 100
 on1 "ibv_rc_pingpong to the host's own va address through uroced" nocap \
 	ibv_rc_pingpong -g "$va" -n 100
 on1 "ib_write_bw through uroced" nocap ib_write_bw -x "$lo" -n 200 -s 8192 -F
+CM_PREFIX=("${nocap[@]}")
+CM_SERVICE="$work/svc" cm_pair "rping through uroced" "$a" "$a" \
+	rping -s -a 127.0.0.1 -V -S 1000 -C 5 -- \
+	rping -c -a 127.0.0.1 -V -S 1000 -C 5
+CM_PREFIX=()
 stop_uroced
 
 start_uroced "${nocap[@]}"

@@ -36,17 +36,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ip netns add "$a" && ip netns add "$b" &&
-	ip link add va netns "$a" type veth peer name vb netns "$b" || exit 1
-ip -n "$a" addr add 10.231.0.1/24 dev va
-ip -n "$b" addr add 10.231.0.2/24 dev vb
-ip -n "$a" addr add fd71::1/64 dev va nodad
-ip -n "$b" addr add fd71::2/64 dev vb nodad
-for ns in "$a" "$b"; do
-	ip -n "$ns" link set lo up
-done
-ip -n "$a" link set va up
-ip -n "$b" link set vb up
+. "$(dirname "$0")/netns_pair.sh"
+netns_pair "$a" "$b" 10.231.0 fd71 || exit 1
 
 # on the receiving side: what crossed the link
 ip netns exec "$b" tcpdump -i vb --immediate-mode -w "$work/link.pcap" -U \

@@ -12,17 +12,8 @@
 set -u
 
 run_mckey=$1
-if [ "$(id -u)" -ne 0 ]; then
-	echo "FAIL: wire.mcast must run as root (it creates network" \
-		"namespaces); CI runs it as root"
-	exit 1
-fi
-for tool in ip tcpdump tshark; do
-	if ! command -v "$tool" >/dev/null; then
-		echo "FAIL: $tool is not installed"
-		exit 1
-	fi
-done
+. "$(dirname "$0")/netns_pair.sh"
+netns_require wire.mcast ip tcpdump tshark
 
 a=uroce-mca-$$
 b=uroce-mcb-$$
@@ -36,7 +27,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-. "$(dirname "$0")/netns_pair.sh"
 netns_pair "$a" "$b" 10.231.0 fd71 || exit 1
 
 # on the receiving side: what crossed the link

@@ -1,4 +1,5 @@
-# Sourced by the wire tests that join two network namespaces.
+# Sourced by the wire tests that join two network namespaces: what they
+# need, and the namespaces.
 #
 # netns_pair A B NET4 NET6: namespaces A and B joined by a veth pair (va in
 # A, vb in B: real Ethernet headers), with NET4.1/24 and NET6::1/64 on va,
@@ -18,4 +19,23 @@ netns_pair() {
 	done
 	ip -n "$a" link set va up
 	ip -n "$b" link set vb up
+}
+
+# netns_require TEST TOOL...: exits failing unless running as root (network
+# namespaces) with every TOOL installed.
+netns_require() {
+	local test=$1 tool
+
+	shift
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "FAIL: $test must run as root (it creates network" \
+			"namespaces); CI runs it as root"
+		exit 1
+	fi
+	for tool in "$@"; do
+		if ! command -v "$tool" >/dev/null; then
+			echo "FAIL: $tool is not installed"
+			exit 1
+		fi
+	done
 }

@@ -15,19 +15,10 @@ set -u
 
 uroced=$1
 here=$(dirname "$0")
-if [ "$(id -u)" -ne 0 ]; then
-	echo "FAIL: wire.roce1 must run as root (it creates network" \
-		"namespaces); CI runs it as root"
-	exit 1
-fi
-for tool in ip tcpdump tshark setpriv ibv_devinfo ibv_rc_pingpong \
-	ibv_ud_pingpong ib_write_bw ib_read_bw ib_send_bw ib_send_lat rping \
-	ucmatose udaddy; do
-	if ! command -v "$tool" >/dev/null; then
-		echo "FAIL: $tool is not installed"
-		exit 1
-	fi
-done
+. "$here/netns_pair.sh"
+netns_require wire.roce1 ip tcpdump tshark setpriv ibv_devinfo \
+	ibv_rc_pingpong ibv_ud_pingpong ib_write_bw ib_read_bw ib_send_bw \
+	ib_send_lat rping ucmatose udaddy
 
 a=uroce-v1a-$$
 b=uroce-v1b-$$
@@ -43,7 +34,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-. "$(dirname "$0")/netns_pair.sh"
 netns_pair "$a" "$b" 10.233.0 fd73 || exit 1
 
 export UROCE_ROCE_V1=1

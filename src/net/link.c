@@ -18,22 +18,28 @@ static const struct uroce_net_ops *tx_link(struct uroce_nic *nic, int *tx)
 	return nic->net;
 }
 
+/* The link that carries GIDs of type, or NULL if this process has none. */
+static const struct uroce_net_ops *type_link(const struct uroce_nic *nic,
+					     enum ibv_gid_type type)
+{
+	return type == IBV_GID_TYPE_ROCE_V2 ? nic->net : nic->roce1;
+}
+
 bool uroce_link_has(const struct uroce_nic *nic, enum ibv_gid_type type)
 {
-	return type == IBV_GID_TYPE_ROCE_V2 || nic->roce1;
+	return type_link(nic, type);
 }
 
 int uroce_link_tx_open(struct uroce_nic *nic, enum ibv_gid_type type,
 		       int family, uint16_t sport)
 {
+	const struct uroce_net_ops *link = type_link(nic, type);
 	int tx;
 
-	if (type == IBV_GID_TYPE_ROCE_V2)
-		return nic->net->tx_open(nic, family, sport);
-	if (!nic->roce1)
+	if (!link)
 		return -EAFNOSUPPORT;
-	tx = nic->roce1->tx_open(nic, family, sport);
-	return tx < 0 ? tx : tx + UROCE_TX_ROCE1;
+	tx = link->tx_open(nic, family, sport);
+	return tx < 0 || link == nic->net ? tx : tx + UROCE_TX_ROCE1;
 }
 
 void uroce_link_tx_close(struct uroce_nic *nic, int tx)
@@ -56,8 +62,7 @@ int uroce_link_resolve(struct uroce_nic *nic, enum ibv_gid_type type,
 		       const union uroce_sockaddr *self,
 		       const union uroce_sockaddr *peer)
 {
-	const struct uroce_net_ops *link =
-		type == IBV_GID_TYPE_ROCE_V2 ? nic->net : nic->roce1;
+	const struct uroce_net_ops *link = type_link(nic, type);
 
 	if (!link)
 		return -EAFNOSUPPORT;

@@ -378,6 +378,16 @@ int udp_tx_open(struct uroce_nic *nic, int family, uint16_t sport)
 		fd = p->svc_fd >= 0 && sport
 			     ? udp_svc_tx_socket(nic, family, sport)
 			     : udp_tx_socket(family, sport);
+		/* Another program holds the port (it lies in the kernel's
+		 * ephemeral range): the source port is only entropy for the
+		 * peer's ECMP and steering, so take one the kernel picks and
+		 * share it under the class's key. */
+		if (fd == -EADDRINUSE && p->svc_fd < 0) {
+			uroce_log("UDP source port %u is taken by another "
+				  "program: its flows leave from another port",
+				  sport);
+			fd = udp_tx_socket(family, 0);
+		}
 		if (fd >= 0 && !sport)
 			key.sport = sport = bound_port(fd);
 		err = fd < 0 ? fd : !sport ? -EADDRNOTAVAIL
@@ -390,7 +400,7 @@ int udp_tx_open(struct uroce_nic *nic, int family, uint16_t sport)
 		STAT_INC(nic, tx_errors);
 		return err;
 	}
-	h = tx_insert(p, fd, sport);
+	h = tx_insert(p, fd, bound_port(fd));
 	if (h < 0) {
 		pthread_mutex_lock(&p->tx_lock);
 		if (shared_put(p, fd, NULL))

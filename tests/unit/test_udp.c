@@ -474,6 +474,7 @@ struct tx_thread {
 	pthread_t tid;
 	int index;
 	int failures;
+	int last_error;		/* what the last failure returned */
 	const union uroce_sockaddr *dst, *src;
 };
 
@@ -488,8 +489,13 @@ static void *tx_worker(void *arg)
 	for (int i = 0; i < PER_THREAD; i++) {
 		tx[i] = nic[0]->net->tx_open(nic[0], AF_INET,
 					     0xC000 | (0x800 + t->index * PER_THREAD + i));
-		if (tx[i] < 0 || send_one(nic[0], tx[i], t->dst, t->src, 1, i) != 1)
+		if (tx[i] < 0) {
 			t->failures++;
+			t->last_error = tx[i];
+		} else if (send_one(nic[0], tx[i], t->dst, t->src, 1, i) != 1) {
+			t->failures++;
+			t->last_error = -errno;
+		}
 	}
 	for (int i = 0; i < PER_THREAD; i++)
 		if (tx[i] >= 0)
@@ -512,11 +518,49 @@ static void test_tx_threads(void **state)
 	}
 	for (int i = 0; i < THREADS; i++) {
 		assert_int_equal(pthread_join(t[i].tid, NULL), 0);
+		if (t[i].failures)
+			print_message("thread %d: %d failures, the last %s\n", i,
+				      t[i].failures, strerror(-t[i].last_error));
 		assert_int_equal(t[i].failures, 0);
 	}
 	/* slot 0: every datagram is returned by the NIC that got it */
 	pump(THREADS * 100, NULL);
 	assert_int_equal(nrecs, THREADS * 100);
+}
+
+/* A flow class's port held by another program (one of the kernel's
+ * ephemeral ports, say) costs the class its port, not its QPs: they send
+ * from one the kernel picks, and are still received. */
+static void test_port_taken(void **state)
+{
+	union uroce_sockaddr dst, src, held;
+	uint16_t sport = 0;
+	int squatter, tx;
+
+	(void)state;
+	squatter = socket(AF_INET, SOCK_DGRAM, 0);
+	assert_true(squatter >= 0);
+	/* the first of a few ports that nobody else holds */
+	for (uint16_t p = 0xC000 | 0xA00; p < (0xC000 | 0xA40) && !sport; p++) {
+		addr(&held, AF_INET, "0.0.0.0", p);
+		if (!bind(squatter, &held.sa, sizeof(held.in4)))
+			sport = p;
+	}
+	assert_int_not_equal(sport, 0);
+	addr(&dst, AF_INET, "127.0.0.1", cfg.udp_port);
+	addr(&src, AF_INET, "127.0.0.1", 0);
+	tx = nic[0]->net->tx_open(nic[0], AF_INET, sport);
+	assert_true(tx >= 0);
+	assert_int_not_equal(nic[0]->net->tx_sport(nic[0], tx), sport);
+	assert_int_not_equal(nic[0]->net->tx_sport(nic[0], tx), 0);
+	assert_int_equal(send_one(nic[0], tx, &dst, &src, 1, 0x5A), 1);
+	pump(1, NULL);
+	assert_int_equal(nrecs, 1);
+	assert_int_equal(recs[0].data[12], 0x5A);
+	assert_int_equal(ntohs(recs[0].src.in4.sin_port),
+			 nic[0]->net->tx_sport(nic[0], tx));
+	nic[0]->net->tx_close(nic[0], tx);
+	close(squatter);
 }
 
 /* With DF set, Linux sends datagrams of an unconnected socket with IPv4 ID
@@ -586,6 +630,7 @@ int main(void)
 		cmocka_unit_test(test_bad_handle),
 		cmocka_unit_test(test_batch),
 		cmocka_unit_test(test_tx_threads),
+		cmocka_unit_test(test_port_taken),
 		cmocka_unit_test(test_wire_ipv4_header),
 	};
 

@@ -125,9 +125,10 @@ struct uroce_nic {
 	atomic_uint rx_callers;
 	atomic_uint engine_seq;		/* odd while touching QPs/MRs */
 
-	/* reliable QPs with packets unacknowledged: they share the
-	 * in-flight budget (transport/requester.c) */
+	/* reliable QPs with packets unacknowledged, and those packets:
+	 * they share the in-flight budget (transport/requester.c) */
 	atomic_uint active_senders;
+	atomic_uint inflight;
 
 	/* objects counted against the limits ibv_query_device advertises
 	 * (QPs, MRs and windows are bounded by their tables) */

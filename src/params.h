@@ -70,13 +70,18 @@ enum uroce_params {
 	 * 4 KiB MTU.  A larger window only fills the ring, and the sender
 	 * backs off: ib_send_bw 1 MiB went 5,900 MiB/s at 128, 3,200 at 1024. */
 	UROCE_SH_WINDOW = 128,
-	/* Unacknowledged packets of all of a process's reliable QPs at once,
-	 * shared out among those sending (each keeps at least MIN_WINDOW):
-	 * 1,000 QPs with full windows (4 GiB at a 4 KiB MTU) overrun any
-	 * receiver.  Measured on loopback: with this budget ib_write_bw -q
-	 * 1000 loses nothing to the receiver's socket buffer; with a
-	 * smaller one, or a smaller minimum, it runs slower. */
-	UROCE_INFLIGHT_BUDGET = 8192,
+	/* Unacknowledged packets of all of a process's reliable QPs at once
+	 * (16 MiB at a 4 KiB MTU), shared out among those sending (each
+	 * keeps at least MIN_WINDOW, and past the budget waits its turn:
+	 * transport/requester.c).  What is in flight past what the path
+	 * needs only waits in the receiver's socket and stretches every
+	 * round trip: at 8,192, 16 QPs' round trips reached 30 ms and
+	 * crossed the 67 ms ACK timeout ~200 times in 4 s.  Measured on
+	 * loopback (UDP ib_write_bw 64 KiB): -q 1000 1,000-1,400 MiB/s at
+	 * 8,192 without the wait, 1,600-1,900 at 4,096 with it; 2,048
+	 * costs -q 4 a sixth; a smaller minimum costs -q 1000 its system
+	 * calls (windows of 2 went 550 MiB/s). */
+	UROCE_INFLIGHT_BUDGET = 4096,
 	UROCE_MIN_WINDOW = 8,
 	/* The loss probe (transport/completer.c) waits at least this long
 	 * for an ACK, and leaves at least this much for the round trip's

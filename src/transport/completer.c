@@ -213,6 +213,7 @@ static void comp_progress(struct uroce_qp *qp, uint32_t new_psn)
 	uint64_t now = uroce_now_ns();
 
 	qp->comp.psn = new_psn;
+	uroce_req_charge(qp);
 	qp->comp.retry_left = qp->attr.retry_cnt;
 	qp->comp.rnr_retry_left = qp->attr.rnr_retry;
 	qp->comp.probe_backoff = 0;

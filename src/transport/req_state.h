@@ -15,6 +15,7 @@ struct uroce_req_state {
 	uint32_t since_ackreq;	/* packets since we last asked for an ACK */
 	uint32_t rd_atomic_out;	/* READ/atomic requests in flight */
 	bool active;		/* counted in nic->active_senders */
+	uint32_t charged;	/* packets counted in nic->inflight */
 	bool held_listed;	/* in nic->held, under held_lock */
 	/* nic->release_gen when a WRITE last went the same-host way */
 	unsigned sh_gen;

@@ -66,10 +66,47 @@ void uroce_req_set_active(struct uroce_qp *qp, bool active)
 	if (qp->req.active == active)
 		return;
 	qp->req.active = active;
-	if (active)
+	if (active) {
 		atomic_fetch_add(&qp->nic->active_senders, 1);
-	else
+	} else {
 		atomic_fetch_sub(&qp->nic->active_senders, 1);
+		atomic_fetch_sub(&qp->nic->inflight, qp->req.charged);
+		qp->req.charged = 0;
+	}
+}
+
+/* Packets sent for the first time and not yet acknowledged. */
+static uint32_t req_outstanding(const struct uroce_qp *qp)
+{
+	int32_t out = psn_diff(qp->req.max_psn, qp->comp.psn);
+
+	return qp->req.active && out > 0 ? (uint32_t)out : 0;
+}
+
+void uroce_req_charge(struct uroce_qp *qp)
+{
+	uint32_t out = req_outstanding(qp);
+
+	if (out != qp->req.charged) {
+		atomic_fetch_add(&qp->nic->inflight, out - qp->req.charged);
+		qp->req.charged = out;
+	}
+}
+
+/*
+ * The process's reliable QPs together keep at most UROCE_INFLIGHT_BUDGET
+ * packets unacknowledged, as a NIC's scheduler gives the link to a few QPs
+ * at a time: past it, what they send only waits in the receiver's socket,
+ * every QP's round trip grows with it, and from the ACK timeout on (67 ms
+ * at the usual 14) they all resend what had arrived.  A QP that would go
+ * over waits like one whose link is busy, sending nothing new.
+ */
+static bool req_over_budget(const struct uroce_qp *qp)
+{
+	uint32_t mine = req_outstanding(qp) - qp->req.charged;
+
+	return atomic_load_explicit(&qp->nic->inflight, memory_order_relaxed) +
+		       mine > UROCE_INFLIGHT_BUDGET;
 }
 
 /* Packets this QP may have unacknowledged: its window, or its share of
@@ -289,6 +326,7 @@ static bool flush_batch(struct uroce_qp *qp, struct uroce_txpkt *pkts,
 	if (sent >= (int)want || want == skip) {
 		*max0 = qp->req.max_psn;
 		qp->req.link_busy = false;
+		uroce_req_charge(qp);
 		return true;
 	}
 	qp->req.link_busy = true;
@@ -302,6 +340,7 @@ static bool flush_batch(struct uroce_qp *qp, struct uroce_txpkt *pkts,
 			qp->comp.rtt_sent_ns = 0;
 	}
 	*max0 = qp->req.max_psn;
+	uroce_req_charge(qp);
 	uroce_req_seek(qp, first_unsent);
 	qp->req.wait_until = uroce_now_ns() + TX_BACKOFF_NS;
 	uroce_engine_kick(qp->nic, qp->req.wait_until);
@@ -437,6 +476,12 @@ void uroce_req_progress(struct uroce_qp *qp)
 
 		if ((uint32_t)psn_diff(qp->req.psn, qp->comp.psn) >= window)
 			break;
+		if (psn_diff(qp->req.psn, qp->req.max_psn) >= 0 &&
+		    req_over_budget(qp)) {
+			qp->req.wait_until = uroce_now_ns() + TX_BACKOFF_NS;
+			uroce_engine_kick(qp->nic, qp->req.wait_until);
+			break;
+		}
 		if (uroce_wqe_is_local(wqe)) {
 			if (wqe->state == WQE_POSTED) {
 				if (state == IBV_QPS_SQD ||

@@ -108,6 +108,8 @@ uint32_t uroce_req_wqe_at(const struct uroce_qp *qp, uint32_t psn);
 /* The QP has packets unacknowledged (or no longer): it takes a share of
  * the process's in-flight budget.  sq_lock held. */
 void uroce_req_set_active(struct uroce_qp *qp, bool active);
+/* Counts what the QP has unacknowledged in nic->inflight; sq_lock held. */
+void uroce_req_charge(struct uroce_qp *qp);
 void uroce_req_rewind(struct uroce_qp *qp, uint32_t psn);
 
 /* samehost_execute.c: the requester, sq_lock held, the WQE at sq_tail with

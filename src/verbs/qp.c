@@ -609,6 +609,10 @@ UROCE_EXPORT int ibv_destroy_qp(struct ibv_qp *ibqp)
 	uroce_mcast_detach_all(qp);
 	uroce_sh_qp_withdraw(qp);
 	qp_unpublish(nic, qp);
+	/* what it had in flight no longer counts against the others' */
+	pthread_mutex_lock(&qp->sq_lock);
+	uroce_req_set_active(qp, false);
+	pthread_mutex_unlock(&qp->sq_lock);
 	/* what the peer sent before the end is acknowledged: the ACK may
 	 * still be waiting for the application's next poll */
 	pthread_mutex_lock(&nic->rx_lock);

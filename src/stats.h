@@ -25,7 +25,7 @@
 	X(samehost_no_room) X(samehost_ring_tx) X(acks_sent)                  \
 	X(acks_with_requests) X(acks_unanswered) X(waits_polled)               \
 	X(waits_slept) X(mcast_rx) X(roce1_rx) X(roce1_tx)                     \
-	X(roce1_no_neigh)
+	X(roce1_no_neigh) X(budget_waits)
 
 struct uroce_stats {
 #define UROCE_STAT_FIELD(n) atomic_ulong n;

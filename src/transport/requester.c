@@ -75,12 +75,13 @@ void uroce_req_set_active(struct uroce_qp *qp, bool active)
 	}
 }
 
-/* Packets sent for the first time and not yet acknowledged. */
+/* Packets sent for the first time and not yet acknowledged, on the wire:
+ * a same-host QP's wait in its peer's ring, which holds only so many. */
 static uint32_t req_outstanding(const struct uroce_qp *qp)
 {
 	int32_t out = psn_diff(qp->req.max_psn, qp->comp.psn);
 
-	return qp->req.active && out > 0 ? (uint32_t)out : 0;
+	return qp->req.active && !qp->sh_peer && out > 0 ? (uint32_t)out : 0;
 }
 
 void uroce_req_charge(struct uroce_qp *qp)
@@ -104,6 +105,9 @@ void uroce_req_charge(struct uroce_qp *qp)
 static bool req_over_budget(const struct uroce_qp *qp)
 {
 	uint32_t mine = req_outstanding(qp) - qp->req.charged;
+
+	if (qp->sh_peer)
+		return false;
 
 	return atomic_load_explicit(&qp->nic->inflight, memory_order_relaxed) +
 		       mine > UROCE_INFLIGHT_BUDGET;
@@ -478,6 +482,7 @@ void uroce_req_progress(struct uroce_qp *qp)
 			break;
 		if (psn_diff(qp->req.psn, qp->req.max_psn) >= 0 &&
 		    req_over_budget(qp)) {
+			STAT_INC(qp->nic, budget_waits);
 			qp->req.wait_until = uroce_now_ns() + TX_BACKOFF_NS;
 			uroce_engine_kick(qp->nic, qp->req.wait_until);
 			break;

@@ -5,10 +5,15 @@
  * Prints the memory the QPs took (resident set growth per QP) and how many
  * descriptors the process ended with.
  *
- *   rc_many_qps [number of QPs, even; default 10000]
+ * With a message size past a packet, the QPs that WRITE (half of them) want
+ * more packets in flight together than the process's budget: some must
+ * wait their turn (the budget_waits counter), and all still complete.
+ *
+ *   rc_many_qps [number of QPs, even; default 10000] [message bytes; 64]
  */
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +21,7 @@
 
 #include "harness.h"
 
-enum { MSG = 64, WRS = 4 };
+enum { WRS = 4 };
 /* Each QP retries for 4.096 us * 2^timeout * 8: 0.54 s, which ten
  * thousand QPs' first packets at ThreadSanitizer's tenfold slowdown can
  * outlast on a loaded machine (4.3 s there). */
@@ -98,6 +103,8 @@ static void connect_to(struct h_proc *p, struct ibv_qp *qp, uint32_t dqpn)
 }
 
 static long nqps = 10000;
+static size_t msg = 64;
+static bool budget;	/* messages past a packet: the budget's test */
 
 /* Polls cq once; every completion must be a success.  Returns how many. */
 static int reap(struct ibv_cq *cq)
@@ -131,9 +138,9 @@ static void run(struct h_proc *p)
 	cq = ibv_create_cq(p->ctx, 4096, NULL, NULL, 0);
 	H_CHECK(cq);
 	/* per pair: the WRITE's target, the SEND's source and its receive */
-	h_buf_alloc(p, &b, (size_t)pairs * 3 * MSG,
+	h_buf_alloc(p, &b, (size_t)pairs * 3 * msg,
 		    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-	h_fill(b.mem, (size_t)pairs * 3 * MSG, 1);
+	h_fill(b.mem, (size_t)pairs * 3 * msg, 1);
 
 	before = rss_kib();
 	for (long i = 0; i < nqps; i++)
@@ -148,9 +155,9 @@ static void run(struct h_proc *p)
 	       open_fds());
 
 	for (long k = 0; k < pairs; k++) {
-		uint8_t *w = b.mem + k * 3 * MSG, *src = w + MSG, *dst = w + 2 * MSG;
-		struct ibv_sge s = { (uintptr_t)src, MSG, b.mr->lkey };
-		struct ibv_sge r = { (uintptr_t)dst, MSG, b.mr->lkey };
+		uint8_t *w = b.mem + k * 3 * msg, *src = w + msg, *dst = w + 2 * msg;
+		struct ibv_sge s = { (uintptr_t)src, (uint32_t)msg, b.mr->lkey };
+		struct ibv_sge r = { (uintptr_t)dst, (uint32_t)msg, b.mr->lkey };
 		struct ibv_recv_wr rw = { .wr_id = (uint64_t)k, .sg_list = &r,
 					  .num_sge = 1 }, *rbad;
 		struct ibv_send_wr sw = { .wr_id = (uint64_t)k, .sg_list = &s,
@@ -177,16 +184,27 @@ static void run(struct h_proc *p)
 			h_fail("%ld of %ld completions", done, 3 * pairs);
 	}
 	for (long k = 0; k < pairs; k++) {
-		uint8_t *w = b.mem + k * 3 * MSG;
+		uint8_t *w = b.mem + k * 3 * msg;
 
-		h_expect_mem(w, w + MSG, MSG, "WRITE target");
-		h_expect_mem(w + 2 * MSG, w + MSG, MSG, "SEND target");
+		h_expect_mem(w, w + msg, msg, "WRITE target");
+		h_expect_mem(w + 2 * msg, w + msg, msg, "SEND target");
 	}
 	for (long i = 0; i < nqps; i++)
 		H_OK(ibv_destroy_qp(qp[i]));
 	H_OK(ibv_destroy_cq(cq));
 	h_buf_free(&b);
 	free(qp);
+	if (budget) {
+		static const char *const names[] = { "budget_waits" };
+		uint64_t waits;
+
+		h_close_counting(p, names, &waits, 1);
+		printf("rc.many_qps: %" PRIu64 " waits for the in-flight "
+		       "budget\n", waits);
+		if (!waits)
+			h_fail("%ld QPs WRITing %zu bytes each never waited "
+			       "for the budget", pairs, msg);
+	}
 }
 
 int main(int argc, char **argv)
@@ -196,5 +214,13 @@ int main(int argc, char **argv)
 
 	if (argc > 1)
 		nqps = strtol(argv[1], NULL, 0) & ~1L;
+	if (argc > 2) {
+		msg = strtoul(argv[2], NULL, 0);
+		budget = true;
+		t.name = "rc.many_qps.budget";
+		/* counters printed as the device closes */
+		if (setenv("UROCE_DEBUG", "1", 1))
+			return 1;
+	}
 	return h_main(&t);
 }

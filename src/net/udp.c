@@ -673,8 +673,11 @@ static int recv_pass(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 
 	/* The socket that last had data is read straight away, which saves
 	 * the epoll_wait before the recvmmsg on the latency path; every
-	 * RX_HOT_CALLS-th call looks at all of them, so the others wait at
-	 * most that many calls. */
+	 * RX_HOT_CALLS-th call looks at all of them.  Only while it was the
+	 * one socket with data: among several busy ones it would get three
+	 * reads in four, and the QPs behind the others, their ACKs left
+	 * waiting, time out (16 QPs' streams: round trips of 8 ms, and ~200
+	 * ACK timeouts in 4 s). */
 	if (p->rx_hot >= 0 && p->rx_hot_gen == rp.gen &&
 	    ++p->rx_hot_calls < RX_HOT_CALLS) {
 		rx_socket(nic, &rp, p->rx_hot, p->rx_hot_kind);
@@ -697,6 +700,8 @@ static int recv_pass(struct uroce_nic *nic, struct uroce_rxpkt *pkts,
 		rx_socket(nic, &rp, (int)(uint32_t)ev[k].data.u64,
 			  ev[k].data.u64 >> 32);
 	}
+	if (nready > 1)
+		p->rx_hot = -1;
 	*drained = rp.drained;
 	return rp.out ? (int)rp.out : rp.err;
 }

@@ -104,13 +104,11 @@ void uroce_req_charge(struct uroce_qp *qp)
  */
 static bool req_over_budget(const struct uroce_qp *qp)
 {
-	uint32_t mine = req_outstanding(qp) - qp->req.charged;
-
 	if (qp->sh_peer)
 		return false;
-
 	return atomic_load_explicit(&qp->nic->inflight, memory_order_relaxed) +
-		       mine > UROCE_INFLIGHT_BUDGET;
+		       req_outstanding(qp) - qp->req.charged >
+	       UROCE_INFLIGHT_BUDGET;
 }
 
 /* Packets this QP may have unacknowledged: its window, or its share of

@@ -33,7 +33,9 @@ static void nic_free(struct uroce_nic *nic)
 	pthread_rwlock_destroy(&nic->mr_lock);
 	pthread_mutex_destroy(&nic->gsi.lock);
 	free(nic->held);
+	free(nic->draining);
 	pthread_mutex_destroy(&nic->held_lock);
+	pthread_mutex_destroy(&nic->drain_lock);
 	free(nic->mcast.groups);
 	pthread_mutex_destroy(&nic->mcast.lock);
 	pthread_mutex_destroy(&nic->rx_lock);
@@ -79,6 +81,7 @@ static struct uroce_nic *nic_create(const struct uroce_objects_ops *objects)
 	pthread_mutex_init(&nic->lock, NULL);
 	pthread_mutex_init(&nic->rx_lock, NULL);
 	pthread_mutex_init(&nic->held_lock, NULL);
+	pthread_mutex_init(&nic->drain_lock, NULL);
 	pthread_mutex_init(&nic->mcast.lock, NULL);
 	pthread_rwlock_init(&nic->mr_lock, NULL);
 	nic->wake_fd = -1;
@@ -95,10 +98,11 @@ static struct uroce_nic *nic_create(const struct uroce_objects_ops *objects)
 
 	nic->mrs = calloc(UROCE_MAX_MR + 1, sizeof(*nic->mrs));
 	nic->held = calloc(UROCE_MAX_QP, sizeof(*nic->held));
+	nic->draining = calloc(UROCE_MAX_QP, sizeof(*nic->draining));
 	nic->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	nic->leave_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	nic->doorbell_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (!nic->mrs || !nic->held || nic->wake_fd < 0 ||
+	if (!nic->mrs || !nic->held || !nic->draining || nic->wake_fd < 0 ||
 	    nic->leave_fd < 0 || nic->doorbell_fd < 0) {
 		err = errno ? errno : ENOMEM;
 		goto fail;

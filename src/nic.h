@@ -104,10 +104,16 @@ struct uroce_nic {
 	 * read without rx_lock */
 	atomic_uint acks_waiting;
 	pthread_mutex_t rx_lock;	/* one receiver at a time keeps order */
-	/* RC QPs holding requests back for company (uroce_req_hold) */
-	pthread_mutex_t held_lock;
+	/* RC QPs with requests to send once rx_lock is dropped: held back
+	 * for company (uroce_req_hold), or a window an ACK opened */
+	pthread_mutex_t held_lock;	/* leaf: held, n_held, held_listed */
 	struct uroce_qp **held;		/* UROCE_MAX_QP entries */
 	atomic_uint n_held;
+	/* one thread at a time sends for them (trylock), from the list it
+	 * swapped out; drain_seq is odd meanwhile (section.h) */
+	pthread_mutex_t drain_lock;
+	struct uroce_qp **draining;	/* UROCE_MAX_QP entries */
+	atomic_uint drain_seq;
 	atomic_uint release_gen;	/* uroce_req_release_held() calls */
 	/* ns of the application's last call of it (a poll, an event
 	 * request), and of the last same-host hold, after which the engine

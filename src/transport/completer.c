@@ -447,8 +447,11 @@ void uroce_comp_rx(struct uroce_qp *qp, struct uroce_pkt *pkt)
 		comp_read_resp(qp, pkt);
 		break;
 	}
+	/* what the ACK lets go is sent once rx_lock is dropped: a batch of
+	 * ACKs would otherwise send megabytes while every other receiver of
+	 * the process waits */
 	if (atomic_load(&qp->state) != IBV_QPS_ERR)
-		uroce_req_progress(qp);
+		uroce_req_list(qp);
 out:
 	pthread_mutex_unlock(&qp->sq_lock);
 }

@@ -356,6 +356,7 @@ static bool engine_try_call(struct uroce_nic *nic,
 	fn(nic, arg);
 	engine_leave(nic);
 	pthread_mutex_unlock(&nic->rx_lock);
+	uroce_req_release_held(nic);
 	return true;
 }
 
@@ -415,6 +416,7 @@ void uroce_engine_call(struct uroce_nic *nic,
 	fn(nic, arg);
 	engine_leave(nic);
 	pthread_mutex_unlock(&nic->rx_lock);
+	uroce_req_release_held(nic);
 }
 
 static void flush_acks_call(struct uroce_nic *nic, void *arg)
@@ -642,6 +644,7 @@ void uroce_engine_drain(struct uroce_nic *nic)
 		uroce_flush_acks(nic);
 		engine_leave(nic);
 		pthread_mutex_unlock(&nic->rx_lock);
+		uroce_req_release_held(nic);
 	}
 }
 

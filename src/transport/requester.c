@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "samehost/samehost.h"
+#include "section.h"
 #include "transport/hdr.h"
 #include "transport/opcode.h"
 #include "transport/transport.h"
@@ -621,7 +622,7 @@ static void sh_engine_due(struct uroce_nic *nic)
 		uroce_engine_kick(nic, now + UROCE_SH_HOLD_NS);
 }
 
-void uroce_req_list_held(struct uroce_qp *qp)
+void uroce_req_list(struct uroce_qp *qp)
 {
 	struct uroce_nic *nic = qp->nic;
 
@@ -632,27 +633,73 @@ void uroce_req_list_held(struct uroce_qp *qp)
 		atomic_fetch_add(&nic->n_held, 1);
 	}
 	pthread_mutex_unlock(&nic->held_lock);
-	if (qp->sh_peer)
-		sh_engine_due(nic);
 }
 
+void uroce_req_list_held(struct uroce_qp *qp)
+{
+	uroce_req_list(qp);
+	if (qp->sh_peer)
+		sh_engine_due(qp->nic);
+}
+
+/* Takes the listed QPs as the drainer's batch, inside the drain section
+ * before held_lock is dropped: uroce_req_forget_held either finds its QP
+ * listed or waits for the batch. */
+static unsigned held_swap(struct uroce_nic *nic)
+{
+	struct uroce_qp **batch;
+	unsigned n;
+
+	pthread_mutex_lock(&nic->held_lock);
+	n = atomic_load(&nic->n_held);
+	batch = nic->held;
+	nic->held = nic->draining;
+	nic->draining = batch;
+	atomic_store(&nic->n_held, 0);
+	for (unsigned i = 0; i < n; i++)
+		batch[i]->req.held_listed = false;
+	atomic_fetch_add(&nic->drain_seq, 1);
+	pthread_mutex_unlock(&nic->held_lock);
+	return n;
+}
+
+/* Rounds one drainer sends before it leaves what is listed since to the
+ * engine: a thread that polls must not be kept sending for others. */
+#define HELD_DRAIN_ROUNDS 8
+
+/*
+ * Sends for the listed QPs, rx_lock not held.  A caller that finds another
+ * thread draining leaves it the list: the drainer looks again after it lets
+ * go, so a QP listed meanwhile is not stranded.
+ */
 void uroce_req_release_held(struct uroce_nic *nic)
 {
-	atomic_fetch_add_explicit(&nic->release_gen, 1, memory_order_relaxed);
-	if (!atomic_load_explicit(&nic->n_held, memory_order_relaxed))
-		return;
-	/* under held_lock throughout, so that no QP is freed meanwhile */
-	pthread_mutex_lock(&nic->held_lock);
-	for (unsigned i = 0; i < atomic_load(&nic->n_held); i++) {
-		struct uroce_qp *qp = nic->held[i];
+	unsigned rounds = 0;
 
-		qp->req.held_listed = false;
-		pthread_mutex_lock(&qp->sq_lock);
-		uroce_req_progress(qp);
-		pthread_mutex_unlock(&qp->sq_lock);
+	atomic_fetch_add_explicit(&nic->release_gen, 1, memory_order_relaxed);
+	while (atomic_load(&nic->n_held)) {
+		if (pthread_mutex_trylock(&nic->drain_lock))
+			return;
+		for (; rounds < HELD_DRAIN_ROUNDS && atomic_load(&nic->n_held);
+		     rounds++) {
+			struct uroce_qp **batch;
+			unsigned n = held_swap(nic);
+
+			batch = nic->draining;
+			for (unsigned i = 0; i < n; i++) {
+				pthread_mutex_lock(&batch[i]->sq_lock);
+				uroce_req_progress(batch[i]);
+				pthread_mutex_unlock(&batch[i]->sq_lock);
+			}
+			atomic_fetch_add(&nic->drain_seq, 1);
+		}
+		pthread_mutex_unlock(&nic->drain_lock);
+		if (rounds == HELD_DRAIN_ROUNDS) {
+			if (atomic_load(&nic->n_held))
+				uroce_engine_kick(nic, uroce_now_ns());
+			return;
+		}
 	}
-	atomic_store(&nic->n_held, 0);
-	pthread_mutex_unlock(&nic->held_lock);
 }
 
 void uroce_req_app_release_held(struct uroce_nic *nic, uint64_t now)
@@ -679,6 +726,8 @@ void uroce_req_forget_held(struct uroce_qp *qp)
 		qp->req.held_listed = false;
 	}
 	pthread_mutex_unlock(&nic->held_lock);
+	/* a drainer may be sending for it from its batch */
+	uroce_section_wait(&nic->drain_seq);
 }
 
 /*

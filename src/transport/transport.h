@@ -80,8 +80,12 @@ bool uroce_rx_icrc_ok(struct uroce_nic *nic, const struct uroce_rxpkt *rx);
 /* requester.c, called with qp->sq_lock held */
 void uroce_req_progress(struct uroce_qp *qp);
 bool uroce_req_hold(struct uroce_qp *qp);
+/* requester.c, with or without it (held_lock is a leaf): list a QP to be
+ * progressed once rx_lock is dropped, as a receiver does */
+void uroce_req_list(struct uroce_qp *qp);
 /* requester.c, without it: list a QP that held requests back; send what
- * every listed QP holds; take a QP off the list before it is freed */
+ * every listed QP holds (after rx_lock is dropped: every thread that
+ * receives calls it then); take a QP off the list before it is freed */
 void uroce_req_list_held(struct uroce_qp *qp);
 void uroce_req_release_held(struct uroce_nic *nic);
 /* The same, called by the application (a poll, a request for an event) at

@@ -132,7 +132,6 @@ static int qp_publish(struct uroce_nic *nic, struct uroce_qp *qp)
 
 static void qp_unpublish(struct uroce_nic *nic, struct uroce_qp *qp)
 {
-	uroce_req_forget_held(qp);
 	pthread_mutex_lock(&nic->lock);
 	atomic_store(&nic->qps[qp->index], NULL);
 	int n = atomic_load(&nic->num_live_qps);
@@ -147,6 +146,8 @@ static void qp_unpublish(struct uroce_nic *nic, struct uroce_qp *qp)
 	}
 	pthread_mutex_unlock(&nic->lock);
 	uroce_engine_quiesce(nic);
+	/* after the receivers, which list a QP an ACK reached */
+	uroce_req_forget_held(qp);
 }
 
 struct ibv_qp *uroce_create_qp_ex(struct ibv_context *ibctx,

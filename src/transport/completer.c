@@ -484,16 +484,25 @@ static bool probe_tail(struct uroce_qp *qp)
 	return true;
 }
 
+/* Runs under rx_lock (the engine's timers): what a timer lets go, or
+ * sends again, is listed for after the lock (uroce_req_list). */
 void uroce_comp_timer(struct uroce_qp *qp, uint64_t now)
 {
+	bool resumed = false;
+
 	if (atomic_load(&qp->state) == IBV_QPS_ERR)
 		return;
 	if (qp->req.wait_until && now >= qp->req.wait_until) {
 		qp->req.wait_until = 0;
-		uroce_req_progress(qp);
+		uroce_req_list(qp);
+		resumed = true;
 	}
 	if (qp->comp.probe_at && now >= qp->comp.probe_at &&
 	    (!qp->comp.deadline || now < qp->comp.deadline)) {
+		/* a QP resuming from a wait is looked at again next pass,
+		 * once it has sent or waits again */
+		if (resumed)
+			return;
 		qp->comp.probe_at = 0;
 		if (qp->comp.psn == qp->req.max_psn || qp->req.wait_until)
 			return;
@@ -503,7 +512,7 @@ void uroce_comp_timer(struct uroce_qp *qp, uint64_t now)
 		}
 		qp->comp.probe_backoff++;
 		uroce_comp_arm_probe(qp, now);
-		uroce_req_progress(qp);
+		uroce_req_list(qp);
 		return;
 	}
 	if (!qp->comp.deadline || now < qp->comp.deadline)
@@ -528,5 +537,5 @@ void uroce_comp_timer(struct uroce_qp *qp, uint64_t now)
 	}
 	qp->comp.retry_left--;
 	comp_lost(qp, true);
-	uroce_req_progress(qp);
+	uroce_req_list(qp);
 }

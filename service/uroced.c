@@ -1,6 +1,6 @@
 /*
  * uroced: the per-host service that owns the RoCEv2 UDP port for every uroce
- * process of the host, whoever runs it (src/net/service.h tells why and what
+ * process of the host, whoever runs it (src/mux/service.h tells why and what
  * it promises).
  *
  * Its receiving is uroce's own: it opens the device in the service role, so
@@ -30,7 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "net/service.h"
+#include "mux/service.h"
+#include "net/udp.h"
 
 enum {
 	MAX_CLIENTS = UROCE_MAX_SLOTS - 1 - SERVICE_SLOT,
@@ -115,7 +116,7 @@ static void client_drop(struct client *c)
 {
 	if (c->slot) {
 		udp_mcast_drop_slot(nic, c->slot);
-		udp_fwd_set(nic, c->slot, -1);
+		uroce_mux_fwd_set(nic, c->slot, -1);
 		slot_used[c->slot] = false;
 	}
 	close_tx(c->tx);
@@ -249,8 +250,8 @@ static void do_hello(struct client *c)
 		return;
 	}
 	/* deep enough for a window of MTU-sized packets */
-	udp_set_buf(chan[0], SO_SNDBUF);
-	udp_fwd_set(nic, c->slot, chan[0]);
+	uroce_sock_set_buf(chan[0], SO_SNDBUF);
+	uroce_mux_fwd_set(nic, c->slot, chan[0]);
 	fds[0] = chan[1];
 	for (unsigned f = 0; f < 2; f++) {
 		if (!(families & (1u << f)))
@@ -380,7 +381,7 @@ static void do_roce1(struct client *c)
 		reply(c, -errno, 0, 0, NULL, 0);
 		return;
 	}
-	udp_set_buf(chan[0], SO_RCVBUF);
+	uroce_sock_set_buf(chan[0], SO_RCVBUF);
 	c->roce1 = chan[0];
 	reply(c, 0, 0, 0, &chan[1], 1);
 	close(chan[1]);
@@ -444,7 +445,7 @@ static void client_accept(int lfd)
 	close(fd);	/* every slot is taken */
 }
 
-/* The directory proves us genuine to the processes (udp_service.c), so it
+/* The directory proves us genuine to the processes (mux/service_client.c), so it
  * must be ours or root's and writable by nobody else. */
 static int check_dir(const char *dir)
 {
@@ -579,7 +580,7 @@ int main(int argc, char **argv)
 	}
 	/* sockets of our own uid could share the port with us: another
 	 * uroced, or programs of ours in single-user mode */
-	holder = udp_port_holder(uroce_config()->udp_port, false);
+	holder = uroce_port_holder(uroce_config()->udp_port, false);
 	if (holder >= 0) {
 		fprintf(stderr, "uroced: UDP port %u is in use (by uid %ld): "
 			"stop what holds it (another uroced, or uroce programs "
@@ -587,7 +588,7 @@ int main(int argc, char **argv)
 			uroce_config()->udp_port, holder);
 		return 1;
 	}
-	udp_service_role = true;
+	uroce_mux_service_role = true;
 	nic = uroce_nic_get(&uroce_verbs_objects);
 	if (!nic) {
 		fprintf(stderr, "uroced: cannot own UDP port %u: %s\n",

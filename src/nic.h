@@ -18,6 +18,7 @@ struct uroce_mr;
 struct uroce_mw;
 struct uroce_cm;
 struct uroce_mcast_group;
+struct uroce_mux;
 struct uroce_qp1_ops;
 struct uroce_objects_ops;
 struct uroce_sh;
@@ -30,6 +31,7 @@ struct uroce_nic {
 
 	const struct uroce_net_ops *net;
 	void *net_priv;			/* backend state */
+	struct uroce_mux *mux;		/* the host mux, in the UDP link's state */
 	/* the RoCE v1 link (net/roce1.c) and its state, or NULL; why not,
 	 * when asked for (UROCE_ROCE_V1) and absent */
 	const struct uroce_net_ops *roce1;

@@ -8,7 +8,7 @@
  * One AF_PACKET socket (SOCK_DGRAM: the kernel writes the Ethernet header)
  * sends and receives on every interface, which takes CAP_NET_RAW.  Where
  * uroced has one, it holds the host's only such socket: it hands each
- * process the frames for its QPNs as it hands it datagrams (udp_forward.c),
+ * process the frames for its QPNs as it hands it datagrams (mux/forward.c),
  * and sends the frames a process passes it over a channel of their own
  * (SVC_ROCE1, uroce_roce1_relay), checking them first; the process itself
  * needs no privilege.  Without such a service a process with CAP_NET_RAW
@@ -37,7 +37,7 @@
 #include "net/gid.h"
 #include "net/icrc.h"
 #include "net/neigh.h"
-#include "net/service.h"
+#include "mux/service.h"
 #include "nic.h"
 #include "transport/hdr.h"
 
@@ -125,7 +125,7 @@ static int roce1_open(struct uroce_nic *nic)
 		return -ENOMEM;
 	p->fd = p->relay = -1;
 	if (nic->served) {
-		p->relay = udp_svc_roce1(nic);
+		p->relay = uroce_mux_svc_roce1(nic);
 		if (p->relay < 0 && p->relay != -EOPNOTSUPP) {
 			err = p->relay;
 			free(p);

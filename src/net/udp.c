@@ -64,6 +64,28 @@ void udp_rx_quiesce(struct udp_priv *p)
 	uroce_section_wait(&p->rx_seq);
 }
 
+/* The host mux's sockets in the receiver's set (mux/mux.h) */
+static int mux_watch(struct uroce_nic *nic, int fd, bool listener)
+{
+	return udp_rx_watch(nic->net_priv, fd, listener ? RX_LISTEN : RX_FWD);
+}
+
+static void mux_unwatch(struct uroce_nic *nic, int fd)
+{
+	udp_rx_unwatch(nic->net_priv, fd);
+}
+
+static void mux_quiesce(struct uroce_nic *nic)
+{
+	udp_rx_quiesce(nic->net_priv);
+}
+
+static const struct uroce_mux_link udp_mux_link = {
+	.watch = mux_watch,
+	.unwatch = mux_unwatch,
+	.quiesce = mux_quiesce,
+};
+
 static void drain_shared(struct uroce_nic *nic, int fd, int family);
 
 static void udp_close(struct uroce_nic *nic)
@@ -80,23 +102,9 @@ static void udp_close(struct uroce_nic *nic)
 		drain_shared(nic, p->fd6, AF_INET6);
 		close(p->fd6);
 	}
-	if (p->fdu >= 0)
-		close(p->fdu);
-	for (unsigned i = 0; i < p->nsids; i++)
-		close(p->sids[i].fd);
-	free(p->sids);
-	for (unsigned i = 0; i < SID_FWD_CACHE; i++)
-		if (p->sid_fwd[i].fd >= 0)
-			close(p->sid_fwd[i].fd);
-	pthread_mutex_destroy(&p->sid_lock);
-	udp_svc_close(p);
-	pthread_mutex_destroy(&p->svc_lock);
+	uroce_mux_close(&p->mux);
+	nic->mux = NULL;
 	udp_mcast_close(p);
-	for (unsigned i = 0; i < UROCE_MAX_SLOTS; i++)
-		if (p->fwd_to[i] >= 0)
-			close(p->fwd_to[i]);
-	for (unsigned i = 0; i < p->nfwd_from; i++)
-		close(p->fwd_from[i]);
 	if (p->epfd >= 0)
 		close(p->epfd);
 	for (unsigned c = 0; c < TX_CHUNKS; c++)
@@ -117,16 +125,16 @@ static void udp_close(struct uroce_nic *nic)
  * processes (or, in uroced, with the sockets it makes for its clients). */
 static int udp_bind_port(struct udp_priv *p)
 {
-	int err = udp_rx_socket(AF_INET, p->port, &p->fd4);
+	int err = udp_rx_socket(AF_INET, p->mux.port, &p->fd4);
 
 	if (!err) {
-		err = udp_rx_socket(AF_INET6, p->port, &p->fd6);
+		err = udp_rx_socket(AF_INET6, p->mux.port, &p->fd6);
 		/* a host without IPv6 runs IPv4-only */
 		if (err == -EAFNOSUPPORT || err == -EADDRNOTAVAIL)
 			err = 0;
 	}
 	if (err == -EADDRINUSE)
-		udp_port_taken(p->port);
+		uroce_port_taken(p->mux.port);
 	return err;
 }
 
@@ -137,18 +145,10 @@ static int udp_open(struct uroce_nic *nic)
 
 	if (!p)
 		return -ENOMEM;
-	p->fd4 = p->fd6 = p->fdu = p->epfd = p->rx_hot = -1;
-	p->svc_fd = p->svc_data = -1;
-	memset(p->svc_tx, -1, sizeof(p->svc_tx));
-	for (unsigned i = 0; i < SID_FWD_CACHE; i++)
-		p->sid_fwd[i].fd = -1;
-	pthread_mutex_init(&p->sid_lock, NULL);
-	pthread_mutex_init(&p->svc_lock, NULL);
+	p->fd4 = p->fd6 = p->epfd = p->rx_hot = -1;
+	uroce_mux_init(&p->mux, &udp_mux_link, nic->cfg->udp_port);
+	nic->mux = &p->mux;
 	pthread_mutex_init(&p->mcast_lock, NULL);
-	for (unsigned i = 0; i < UROCE_MAX_SLOTS; i++)
-		p->fwd_to[i] = -1;
-	p->uid = getuid();	/* what SCM_CREDENTIALS reports for a sender */
-	p->port = nic->cfg->udp_port;
 	/* UDP GSO exists since Linux 4.18 */
 	nic->gso = true;
 	pthread_mutex_init(&p->tx_lock, NULL);
@@ -156,20 +156,20 @@ static int udp_open(struct uroce_nic *nic)
 	if (nic->cfg->pcap[0])
 		atomic_init(&p->pcap, uroce_pcap_open(nic->cfg->pcap));
 
-	if (udp_service_role) {
+	if (uroce_mux_service_role) {
 		/* uroced hands out the other slots */
 		nic->slot = SERVICE_SLOT;
 		nic->service = true;
 		err = udp_bind_port(p);
 	} else {
-		served = udp_svc_open(nic, p);
+		served = uroce_mux_svc_open(nic);
 		nic->served = served > 0;
 		if (served < 0)
 			err = served;
 		else if (!served)
 			err = udp_bind_port(p);
 		if (!err && !served)
-			err = udp_slot_alloc(nic, p);
+			err = uroce_mux_slot_alloc(nic);
 	}
 	if (!err) {
 		p->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -180,11 +180,11 @@ static int udp_open(struct uroce_nic *nic)
 		err = udp_rx_watch(p, p->fd4, RX_UDP);
 	if (!err && p->fd6 >= 0)
 		err = udp_rx_watch(p, p->fd6, RX_UDP);
-	if (!err && p->fdu >= 0)
-		err = udp_rx_watch(p, p->fdu, RX_LISTEN);
+	if (!err && p->mux.fdu >= 0)
+		err = udp_rx_watch(p, p->mux.fdu, RX_LISTEN);
 	/* what the service receives for us */
-	if (!err && p->svc_data >= 0)
-		err = udp_rx_watch(p, p->svc_data, RX_FWD);
+	if (!err && p->mux.svc_data >= 0)
+		err = udp_rx_watch(p, p->mux.svc_data, RX_FWD);
 	if (err)
 		udp_close(nic);
 	return err;
@@ -434,7 +434,7 @@ static bool rx_cmsgs(struct udp_priv *p, struct msghdr *mh,
 			memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
 			rx->dst.in4.sin_family = AF_INET;
 			rx->dst.in4.sin_addr = pi.ipi_addr;
-			rx->dst.in4.sin_port = htons(p->port);
+			rx->dst.in4.sin_port = htons(p->mux.port);
 			have_dst = true;
 		} else if (cm->cmsg_level == IPPROTO_IP &&
 			   cm->cmsg_type == IP_TOS) {
@@ -446,7 +446,7 @@ static bool rx_cmsgs(struct udp_priv *p, struct msghdr *mh,
 			memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
 			rx->dst.in6.sin6_family = AF_INET6;
 			rx->dst.in6.sin6_addr = pi.ipi6_addr;
-			rx->dst.in6.sin6_port = htons(p->port);
+			rx->dst.in6.sin6_port = htons(p->mux.port);
 			if (IN6_IS_ADDR_LINKLOCAL(&pi.ipi6_addr))
 				rx->dst.in6.sin6_scope_id = pi.ipi6_ifindex;
 			have_dst = true;
@@ -518,7 +518,7 @@ static unsigned rx_udp(struct uroce_nic *nic, unsigned i,
 			out++;
 			continue;
 		}
-		udp_fwd_send(nic, slot, r);
+		uroce_mux_fwd_send(nic, slot, r);
 	}
 	return out;
 }
@@ -615,7 +615,7 @@ static bool rx_socket(struct uroce_nic *nic, struct rx_pass *rp, int fd,
 	int got;
 
 	if (kind == RX_LISTEN) {
-		udp_fwd_accept(nic, fd);
+		uroce_mux_fwd_accept(nic, fd);
 		return false;
 	}
 	if (want > RX_MSGS - rp->used)
@@ -640,11 +640,16 @@ static bool rx_socket(struct uroce_nic *nic, struct rx_pass *rp, int fd,
 	for (unsigned i = rp->used; i < rp->used + got; i++) {
 		/* a forwarded datagram is never empty: end of file */
 		if (fwd && p->msg[i].msg_len == 0) {
-			udp_fwd_close(p, fd);
+			if (fd == p->rx_hot)
+				p->rx_hot = -1;
+			uroce_mux_fwd_close(&p->mux, fd);
 			got = i - rp->used;
 			break;
 		}
-		unsigned ours = fwd ? udp_rx_unix(nic, i, &rp->pkts[rp->out])
+		unsigned ours = fwd ? uroce_mux_fwd_parse(nic,
+						&p->msg[i].msg_hdr,
+						p->msg[i].msg_len, p->buf[i],
+						&rp->pkts[rp->out])
 				    : rx_udp(nic, i, &rp->pkts[rp->out],
 					     rp->max - rp->out);
 
@@ -734,10 +739,10 @@ const struct uroce_net_ops uroce_net_udp = {
 	.xmit = udp_xmit,
 	.rx_fds = udp_rx_fds,
 	.recv = udp_recv,
-	.forward = udp_forward,
-	.sid_claim = udp_sid_claim,
-	.sid_release = udp_sid_release,
-	.sid_forward = udp_sid_forward,
+	.forward = uroce_mux_forward,
+	.sid_claim = uroce_mux_sid_claim,
+	.sid_release = uroce_mux_sid_release,
+	.sid_forward = uroce_mux_sid_forward,
 	.mcast_join = udp_mcast_join,
 	.mcast_leave = udp_mcast_leave,
 };

@@ -102,7 +102,7 @@ static int group_join(struct uroce_nic *nic, int fd,
 static int group_open(struct uroce_nic *nic, struct udp_priv *p,
 		      const union uroce_sockaddr *addr, int *out)
 {
-	int fd, err = udp_group_socket(addr, p->port, &fd);
+	int fd, err = udp_group_socket(addr, p->mux.port, &fd);
 
 	if (err)
 		return err;
@@ -222,7 +222,7 @@ bool udp_mcast_route(struct uroce_nic *nic, const struct uroce_rxpkt *rx)
 		if (slot == nic->slot)
 			ours = true;
 		else
-			udp_fwd_send(nic, slot, rx);
+			uroce_mux_fwd_send(nic, slot, rx);
 	}
 	pthread_mutex_unlock(&p->mcast_lock);
 	if (!g)
@@ -234,8 +234,8 @@ int udp_mcast_join(struct uroce_nic *nic, const union uroce_sockaddr *group)
 {
 	struct udp_priv *p = nic->net_priv;
 
-	if (p->svc_fd >= 0)
-		return udp_svc_mcast(p, group, true);
+	if (p->mux.svc_fd >= 0)
+		return uroce_mux_svc_mcast(&p->mux, group, true);
 	return udp_mcast_member(nic, nic->slot, group, true);
 }
 
@@ -243,8 +243,8 @@ void udp_mcast_leave(struct uroce_nic *nic, const union uroce_sockaddr *group)
 {
 	struct udp_priv *p = nic->net_priv;
 
-	if (p->svc_fd >= 0)
-		udp_svc_mcast(p, group, false);
+	if (p->mux.svc_fd >= 0)
+		uroce_mux_svc_mcast(&p->mux, group, false);
 	else
 		udp_mcast_member(nic, nic->slot, group, false);
 }

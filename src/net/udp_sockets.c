@@ -19,19 +19,6 @@ static int setopt(int fd, int level, int name, int val)
 	return setsockopt(fd, level, name, &val, sizeof(val)) ? -errno : 0;
 }
 
-/* A socket buffer of SOCK_BUF bytes.  The kernel caps SO_RCVBUF/SO_SNDBUF
- * at net.core.[rw]mem_max (212992 by default: some 50 MTU-sized packets,
- * less than a window); with CAP_NET_ADMIN the *FORCE options go past it.
- * uroce never needs the capability, it only uses it when it has it. */
-int udp_set_buf(int fd, int name)
-{
-	int force = name == SO_RCVBUF ? SO_RCVBUFFORCE : SO_SNDBUFFORCE;
-
-	if (!setopt(fd, SOL_SOCKET, force, SOCK_BUF))
-		return 0;
-	return setopt(fd, SOL_SOCKET, name, SOCK_BUF);
-}
-
 /* The wildcard address of a family with the given port. */
 static socklen_t any_addr(union uroce_sockaddr *a, int family, uint16_t port)
 {
@@ -62,7 +49,7 @@ static int rx_socket_at(const union uroce_sockaddr *a,
 		       sizeof(*filter)))
 		err = -errno;
 	if (!err)
-		err = udp_set_buf(fd, SO_RCVBUF);
+		err = uroce_sock_set_buf(fd, SO_RCVBUF);
 	if (family == AF_INET) {
 		if (!err)
 			err = setopt(fd, IPPROTO_IP, IP_PKTINFO, 1);
@@ -237,7 +224,7 @@ int udp_tx_socket(int family, uint16_t sport)
 		err = setopt(fd, SOL_SOCKET, SO_RCVBUF, 1);
 	/* room for a whole window of MTU-sized packets in the qdisc */
 	if (!err)
-		err = udp_set_buf(fd, SO_SNDBUF);
+		err = uroce_sock_set_buf(fd, SO_SNDBUF);
 	if (family == AF_INET) {
 		/* The ICRC covers the IPv4 identification and flags.  With
 		 * DF set, Linux gives datagrams of an unconnected socket ID 0
@@ -375,14 +362,14 @@ int udp_tx_open(struct uroce_nic *nic, int family, uint16_t sport)
 	fd = sport ? shared_get(p, &key) : -1;
 	if (fd < 0) {
 		/* a port of our own is ours to bind, served or not */
-		fd = p->svc_fd >= 0 && sport
-			     ? udp_svc_tx_socket(nic, family, sport)
+		fd = p->mux.svc_fd >= 0 && sport
+			     ? uroce_mux_svc_tx_socket(nic, family, sport)
 			     : udp_tx_socket(family, sport);
 		/* Another program holds the port (it lies in the kernel's
 		 * ephemeral range): the source port is only entropy for the
 		 * peer's ECMP and steering, so take one the kernel picks and
 		 * share it under the class's key. */
-		if (fd == -EADDRINUSE && p->svc_fd < 0) {
+		if (fd == -EADDRINUSE && p->mux.svc_fd < 0) {
 			uroce_log("UDP source port %u is taken by another "
 				  "program: its flows leave from another port",
 				  sport);
@@ -438,7 +425,7 @@ int udp_steer(struct uroce_nic *nic, int tx,
 	err = 0;
 	if (fd < 0) {
 		/* served: the service makes it, filtered to our QPs */
-		err = p->svc_fd >= 0 ? udp_svc_steer(p, self, &from, &fd)
+		err = p->mux.svc_fd >= 0 ? uroce_mux_svc_steer(&p->mux, self, &from, &fd)
 				     : connected_rx_socket(self, &from, NULL,
 							   &fd);
 		if (!err)
@@ -496,7 +483,7 @@ void udp_tx_close(struct uroce_nic *nic, int tx)
 		/* the receiver may hold it from an earlier epoll_wait */
 		udp_rx_quiesce(p);
 		close(rxfd);
-		if (p->svc_fd >= 0)
-			udp_svc_release(p, &gone.self, &gone.peer);
+		if (p->mux.svc_fd >= 0)
+			uroce_mux_svc_release(&p->mux, &gone.self, &gone.peer);
 	}
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """A process of another user that speaks uroced's protocol itself
-(src/net/service.h) to try to receive a victim's traffic.
+(src/mux/service.h) to try to receive a victim's traffic.
 
   svc_client.py SOCKET PORT PEER_SLOT
 

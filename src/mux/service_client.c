@@ -2,7 +2,7 @@
  * A uroce process served by the per-host service, uroced (see service.h):
  * finding and checking the service, and the requests it answers.  Without a
  * service the process is in single-user mode and shares the port with its
- * user's other processes itself (udp.c).
+ * user's other processes itself (forward.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,9 +13,9 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "net/service.h"
+#include "mux/service.h"
 
-bool udp_service_role;
+bool uroce_mux_service_role;
 
 bool svc_socket_path(struct sockaddr_un *un, const char *dir, uint16_t port)
 {
@@ -33,7 +33,7 @@ bool svc_socket_path(struct sockaddr_un *un, const char *dir, uint16_t port)
 	return len > 0 && (size_t)len < sizeof(un->sun_path);
 }
 
-long udp_port_holder(uint16_t port, bool others_only)
+long uroce_port_holder(uint16_t port, bool others_only)
 {
 	static const char *const tables[] = { "/proc/net/udp", "/proc/net/udp6" };
 	long holder = -1;
@@ -63,10 +63,11 @@ long udp_port_holder(uint16_t port, bool others_only)
 }
 
 /* Another uid's processes hold the port (the kernel shares a port only
- * among sockets of one uid): say whose, and what to do. */
-void udp_port_taken(uint16_t port)
+ * among sockets of one uid), or another program: say whose, and what to
+ * do. */
+void uroce_port_taken(uint16_t port)
 {
-	long holder = udp_port_holder(port, true);
+	long holder = uroce_port_holder(port, true);
 
 	if (holder >= 0)
 		fprintf(stderr,
@@ -97,7 +98,7 @@ static bool svc_trusted(const char *dir, uid_t svc_uid)
 
 /* One request, one reply: sockets that come with it go to fds (the rest
  * closed).  Returns how many arrived, or -errno.  svc_lock held. */
-static int svc_call(struct udp_priv *p, const struct svc_req *req,
+static int svc_call(struct uroce_mux *m, const struct svc_req *req,
 		    struct svc_reply *rep, int *fds, unsigned max_fds)
 {
 	union {
@@ -114,10 +115,10 @@ static int svc_call(struct udp_priv *p, const struct svc_req *req,
 	unsigned got = 0;
 	ssize_t n;
 
-	if (send(p->svc_fd, req, sizeof(*req), MSG_NOSIGNAL) != sizeof(*req))
+	if (send(m->svc_fd, req, sizeof(*req), MSG_NOSIGNAL) != sizeof(*req))
 		return errno ? -errno : -EIO;
 	do
-		n = recvmsg(p->svc_fd, &mh, MSG_CMSG_CLOEXEC);
+		n = recvmsg(m->svc_fd, &mh, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return errno == EAGAIN ? -ETIMEDOUT : -errno;
@@ -153,15 +154,15 @@ static int svc_call(struct udp_priv *p, const struct svc_req *req,
 
 /* Takes the sockets HELLO brought: the datagram channel, then each family's
  * transmit sockets. */
-static int svc_hello(struct uroce_nic *nic, struct udp_priv *p)
+static int svc_hello(struct uroce_nic *nic, struct uroce_mux *m)
 {
 	struct svc_req req = { .magic = SVC_MAGIC, .op = SVC_HELLO };
 	struct svc_reply rep;
 	int fds[SVC_HELLO_FDS], n, at = 1;
 
-	pthread_mutex_lock(&p->svc_lock);
-	n = svc_call(p, &req, &rep, fds, SVC_HELLO_FDS);
-	pthread_mutex_unlock(&p->svc_lock);
+	pthread_mutex_lock(&m->svc_lock);
+	n = svc_call(m, &req, &rep, fds, SVC_HELLO_FDS);
+	pthread_mutex_unlock(&m->svc_lock);
 	if (n < 0)
 		return n;
 	if (n < 1 + SVC_TX_PER_FAMILY || !(rep.families & 1) ||
@@ -171,19 +172,20 @@ static int svc_hello(struct uroce_nic *nic, struct udp_priv *p)
 			close(fds[--n]);
 		return -EPROTO;
 	}
-	p->svc_data = fds[0];
+	m->svc_data = fds[0];
 	for (unsigned f = 0; f < 2; f++) {
 		if (!(rep.families & (1u << f)))
 			continue;
-		memcpy(p->svc_tx[f], &fds[at], sizeof(p->svc_tx[f]));
+		memcpy(m->svc_tx[f], &fds[at], sizeof(m->svc_tx[f]));
 		at += SVC_TX_PER_FAMILY;
 	}
 	nic->slot = rep.slot;
 	return 0;
 }
 
-int udp_svc_open(struct uroce_nic *nic, struct udp_priv *p)
+int uroce_mux_svc_open(struct uroce_nic *nic)
 {
+	struct uroce_mux *m = nic->mux;
 	const char *dir = nic->cfg->service;
 	struct timeval timeout = { SVC_TIMEOUT_MS / 1000,
 				   SVC_TIMEOUT_MS % 1000 * 1000 };
@@ -192,7 +194,7 @@ int udp_svc_open(struct uroce_nic *nic, struct udp_priv *p)
 	socklen_t len = sizeof(uc);
 	int fd, err;
 
-	if (!dir[0] || !svc_socket_path(&un, dir, p->port))
+	if (!dir[0] || !svc_socket_path(&un, dir, m->port))
 		return 0;
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -223,14 +225,14 @@ int udp_svc_open(struct uroce_nic *nic, struct udp_priv *p)
 	}
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-	p->svc_fd = fd;
-	p->svc_uid = uc.uid;
-	err = svc_hello(nic, p);
+	m->svc_fd = fd;
+	m->svc_uid = uc.uid;
+	err = svc_hello(nic, m);
 	if (err) {
 		fprintf(stderr, "uroce: the per-host service at %s refused us: "
 			"%s\n", un.sun_path, strerror(-err));
 		close(fd);
-		p->svc_fd = -1;
+		m->svc_fd = -1;
 		return err;
 	}
 	uroce_log("served by uroced (uid %u) at %s: slot %u",
@@ -238,24 +240,25 @@ int udp_svc_open(struct uroce_nic *nic, struct udp_priv *p)
 	return 1;
 }
 
-void udp_svc_close(struct udp_priv *p)
+void uroce_mux_svc_close(struct uroce_mux *m)
 {
 	for (unsigned f = 0; f < 2; f++)
 		for (unsigned i = 0; i < SVC_TX_PER_FAMILY; i++)
-			if (p->svc_tx[f][i] >= 0)
-				close(p->svc_tx[f][i]);
-	if (p->svc_data >= 0)
-		close(p->svc_data);
-	if (p->svc_fd >= 0)
-		close(p->svc_fd);
-	p->svc_fd = p->svc_data = -1;
+			if (m->svc_tx[f][i] >= 0)
+				close(m->svc_tx[f][i]);
+	if (m->svc_data >= 0)
+		close(m->svc_data);
+	if (m->svc_fd >= 0)
+		close(m->svc_fd);
+	m->svc_fd = m->svc_data = -1;
 }
 
 /* Our own copy of the transmit socket the service made for one of our
  * slot's flow classes. */
-int udp_svc_tx_socket(struct uroce_nic *nic, int family, uint16_t sport)
+int uroce_mux_svc_tx_socket(struct uroce_nic *nic, int family,
+			    uint16_t sport)
 {
-	struct udp_priv *p = nic->net_priv;
+	struct uroce_mux *m = nic->mux;
 	unsigned f = family == AF_INET6, i;
 	int fd;
 
@@ -264,13 +267,13 @@ int udp_svc_tx_socket(struct uroce_nic *nic, int family, uint16_t sport)
 		    nic->slot)
 		return -EPERM;
 	i = sport & (SVC_TX_PER_FAMILY - 1);
-	if (p->svc_tx[f][i] < 0)
+	if (m->svc_tx[f][i] < 0)
 		return -EAFNOSUPPORT;
-	fd = fcntl(p->svc_tx[f][i], F_DUPFD_CLOEXEC, 0);
+	fd = fcntl(m->svc_tx[f][i], F_DUPFD_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	/* the service may not be allowed to raise it past the default */
-	udp_set_buf(fd, SO_SNDBUF);
+	uroce_sock_set_buf(fd, SO_SNDBUF);
 	return fd;
 }
 
@@ -281,57 +284,58 @@ static void svc_addrs(struct svc_req *req, const union uroce_sockaddr *self,
 	memcpy(&req->peer, peer, sizeof(req->peer));
 }
 
-int udp_svc_steer(struct udp_priv *p, const union uroce_sockaddr *self,
-		  const union uroce_sockaddr *peer, int *out)
+int uroce_mux_svc_steer(struct uroce_mux *m, const union uroce_sockaddr *self,
+			const union uroce_sockaddr *peer, int *out)
 {
 	struct svc_req req = { .magic = SVC_MAGIC, .op = SVC_STEER };
 	struct svc_reply rep;
 	int n;
 
 	svc_addrs(&req, self, peer);
-	pthread_mutex_lock(&p->svc_lock);
-	n = svc_call(p, &req, &rep, out, 1);
-	pthread_mutex_unlock(&p->svc_lock);
+	pthread_mutex_lock(&m->svc_lock);
+	n = svc_call(m, &req, &rep, out, 1);
+	pthread_mutex_unlock(&m->svc_lock);
 	if (n == 1) {
-		udp_set_buf(*out, SO_RCVBUF);
+		uroce_sock_set_buf(*out, SO_RCVBUF);
 		return 0;
 	}
 	return n < 0 ? n : -EPROTO;
 }
 
-void udp_svc_release(struct udp_priv *p, const union uroce_sockaddr *self,
-		     const union uroce_sockaddr *peer)
+void uroce_mux_svc_release(struct uroce_mux *m,
+			   const union uroce_sockaddr *self,
+			   const union uroce_sockaddr *peer)
 {
 	struct svc_req req = { .magic = SVC_MAGIC, .op = SVC_RELEASE };
 	struct svc_reply rep;
 
 	svc_addrs(&req, self, peer);
-	pthread_mutex_lock(&p->svc_lock);
+	pthread_mutex_lock(&m->svc_lock);
 	/* nothing to do if it fails: the service closes its copy when we
 	 * exit */
-	svc_call(p, &req, &rep, NULL, 0);
-	pthread_mutex_unlock(&p->svc_lock);
+	svc_call(m, &req, &rep, NULL, 0);
+	pthread_mutex_unlock(&m->svc_lock);
 }
 
-int udp_svc_roce1(struct uroce_nic *nic)
+int uroce_mux_svc_roce1(struct uroce_nic *nic)
 {
-	struct udp_priv *p = nic->net_priv;
+	struct uroce_mux *m = nic->mux;
 	struct svc_req req = { .magic = SVC_MAGIC, .op = SVC_ROCE1 };
 	struct svc_reply rep;
 	int n, fd;
 
-	if (!p || p->svc_fd < 0)
+	if (!m || m->svc_fd < 0)
 		return -ENOTCONN;
-	pthread_mutex_lock(&p->svc_lock);
-	n = svc_call(p, &req, &rep, &fd, 1);
-	pthread_mutex_unlock(&p->svc_lock);
+	pthread_mutex_lock(&m->svc_lock);
+	n = svc_call(m, &req, &rep, &fd, 1);
+	pthread_mutex_unlock(&m->svc_lock);
 	if (n == 1)
 		return fd;
 	return n < 0 ? n : -EPROTO;
 }
 
-int udp_svc_mcast(struct udp_priv *p, const union uroce_sockaddr *group,
-		  bool join)
+int uroce_mux_svc_mcast(struct uroce_mux *m, const union uroce_sockaddr *group,
+			bool join)
 {
 	struct svc_req req = {
 		.magic = SVC_MAGIC,
@@ -341,8 +345,8 @@ int udp_svc_mcast(struct udp_priv *p, const union uroce_sockaddr *group,
 	int n;
 
 	memcpy(&req.self, group, sizeof(req.self));
-	pthread_mutex_lock(&p->svc_lock);
-	n = svc_call(p, &req, &rep, NULL, 0);
-	pthread_mutex_unlock(&p->svc_lock);
+	pthread_mutex_lock(&m->svc_lock);
+	n = svc_call(m, &req, &rep, NULL, 0);
+	pthread_mutex_unlock(&m->svc_lock);
 	return n < 0 ? n : 0;
 }

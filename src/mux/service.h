@@ -18,13 +18,13 @@
  * writable by nobody else: the directory, not the name, is what proves the
  * service genuine.
  */
-#ifndef UROCE_NET_SERVICE_H
-#define UROCE_NET_SERVICE_H
+#ifndef UROCE_MUX_SERVICE_H
+#define UROCE_MUX_SERVICE_H
 
 #include <stdint.h>
 #include <sys/un.h>
 
-#include "net/udp.h"
+#include "mux/mux.h"
 
 enum {
 	SVC_MAGIC = 0x75524f53,		/* "uROS"; a new layout, a new magic */
@@ -76,9 +76,6 @@ struct svc_reply {
 	uint32_t slot;		/* HELLO */
 	uint32_t families;	/* HELLO: bit 0 IPv4, bit 1 IPv6 sockets sent */
 };
-
-/* A served process's channel for RoCE v1 frames (SVC_ROCE1), or -errno. */
-int udp_svc_roce1(struct uroce_nic *nic);
 
 /* The service's socket for our network namespace and port; false if the
  * path does not fit. */

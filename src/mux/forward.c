@@ -8,12 +8,61 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "net/udp.h"
+#include "mux/mux.h"
+
+void uroce_mux_init(struct uroce_mux *m, const struct uroce_mux_link *link,
+		    uint16_t port)
+{
+	m->link = link;
+	m->uid = getuid();	/* what SCM_CREDENTIALS reports for a sender */
+	m->port = port;
+	m->fdu = m->svc_fd = m->svc_data = -1;
+	memset(m->svc_tx, -1, sizeof(m->svc_tx));
+	for (unsigned i = 0; i < SID_FWD_CACHE; i++)
+		m->sid_fwd[i].fd = -1;
+	for (unsigned i = 0; i < UROCE_MAX_SLOTS; i++)
+		m->fwd_to[i] = -1;
+	pthread_mutex_init(&m->sid_lock, NULL);
+	pthread_mutex_init(&m->svc_lock, NULL);
+}
+
+void uroce_mux_close(struct uroce_mux *m)
+{
+	if (m->fdu >= 0)
+		close(m->fdu);
+	for (unsigned i = 0; i < m->nsids; i++)
+		close(m->sids[i].fd);
+	free(m->sids);
+	for (unsigned i = 0; i < SID_FWD_CACHE; i++)
+		if (m->sid_fwd[i].fd >= 0)
+			close(m->sid_fwd[i].fd);
+	pthread_mutex_destroy(&m->sid_lock);
+	uroce_mux_svc_close(m);
+	pthread_mutex_destroy(&m->svc_lock);
+	for (unsigned i = 0; i < UROCE_MAX_SLOTS; i++)
+		if (m->fwd_to[i] >= 0)
+			close(m->fwd_to[i]);
+	for (unsigned i = 0; i < m->nfwd_from; i++)
+		close(m->fwd_from[i]);
+}
+
+/* The kernel caps SO_RCVBUF/SO_SNDBUF at net.core.[rw]mem_max (212992 by
+ * default: some 50 MTU-sized packets, less than a window); with
+ * CAP_NET_ADMIN the *FORCE options go past it.  uroce never needs the
+ * capability, it only uses it when it has it. */
+int uroce_sock_set_buf(int fd, int name)
+{
+	int force = name == SO_RCVBUF ? SO_RCVBUFFORCE : SO_SNDBUFFORCE;
+	int val = SOCK_BUF;
+
+	if (!setsockopt(fd, SOL_SOCKET, force, &val, sizeof(val)))
+		return 0;
+	return setsockopt(fd, SOL_SOCKET, name, &val, sizeof(val)) ? -errno : 0;
+}
 
 /* "\0uroce2.<port>.<uid>.<slot>": abstract, so the kernel keeps the names
  * unique and releases them when the owner exits.  The 2 is the forwarding
@@ -34,16 +83,17 @@ static socklen_t slot_name(struct sockaddr_un *un, uint16_t port, uid_t uid,
 /* Claim a free slot by binding its abstract name.  Starting at a
  * pseudo-random slot keeps a restarted process from reusing the QPNs its
  * predecessor's peers may still be sending to. */
-int udp_slot_alloc(struct uroce_nic *nic, struct udp_priv *p)
+int uroce_mux_slot_alloc(struct uroce_nic *nic)
 {
+	struct uroce_mux *m = nic->mux;
 	const unsigned nslots = UROCE_MAX_SLOTS - 1;
 	struct timespec ts;
 	unsigned start;
 	int err;
 
-	p->fdu = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK,
+	m->fdu = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK,
 			0);
-	if (p->fdu < 0)
+	if (m->fdu < 0)
 		return -errno;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -51,11 +101,11 @@ int udp_slot_alloc(struct uroce_nic *nic, struct udp_priv *p)
 	for (unsigned i = 0; i < nslots; i++) {
 		unsigned slot = 1 + (start + i) % nslots;
 		struct sockaddr_un un;
-		socklen_t len = slot_name(&un, p->port, p->uid, slot);
+		socklen_t len = slot_name(&un, m->port, m->uid, slot);
 
-		if (!bind(p->fdu, (struct sockaddr *)&un, len)) {
+		if (!bind(m->fdu, (struct sockaddr *)&un, len)) {
 			nic->slot = slot;
-			err = listen(p->fdu, FWD_BACKLOG) ? -errno : 0;
+			err = listen(m->fdu, FWD_BACKLOG) ? -errno : 0;
 			return err;
 		}
 		if (errno != EADDRINUSE)
@@ -65,25 +115,25 @@ int udp_slot_alloc(struct uroce_nic *nic, struct udp_priv *p)
 }
 
 /* The connection to slot's owner, made on first use; -1 if it has none. */
-static int fwd_conn(struct udp_priv *p, unsigned slot)
+static int fwd_conn(struct uroce_mux *m, unsigned slot)
 {
 	struct sockaddr_un un;
 	socklen_t len;
-	int fd = p->fwd_to[slot];
+	int fd = m->fwd_to[slot];
 
 	if (fd >= 0)
 		return fd;
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -1;
-	len = slot_name(&un, p->port, p->uid, slot);
+	len = slot_name(&un, m->port, m->uid, slot);
 	/* deep enough for a window of MTU-sized packets */
-	if (udp_set_buf(fd, SO_SNDBUF) ||
+	if (uroce_sock_set_buf(fd, SO_SNDBUF) ||
 	    connect(fd, (struct sockaddr *)&un, len)) {
 		close(fd);
 		return -1;
 	}
-	p->fwd_to[slot] = fd;
+	m->fwd_to[slot] = fd;
 	return fd;
 }
 
@@ -108,18 +158,18 @@ static int fwd_sendmsg(int fd, const struct uroce_rxpkt *rx)
 	return sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0 ? 0 : -errno;
 }
 
-int udp_fwd_send(struct uroce_nic *nic, unsigned slot,
-		 const struct uroce_rxpkt *rx)
+int uroce_mux_fwd_send(struct uroce_nic *nic, unsigned slot,
+		       const struct uroce_rxpkt *rx)
 {
-	struct udp_priv *p = nic->net_priv;
+	struct uroce_mux *m = nic->mux;
 	int fd, err;
 
 	/* served by uroced: only the service hands datagrams on */
-	if (p->svc_fd >= 0) {
+	if (m->svc_fd >= 0) {
 		STAT_INC(nic, rx_forward_failed);
 		return -ENOENT;
 	}
-	fd = fwd_conn(p, slot);
+	fd = fwd_conn(m, slot);
 	err = fd >= 0 ? fwd_sendmsg(fd, rx) : -ENOENT;
 
 	if (!err) {
@@ -131,29 +181,27 @@ int udp_fwd_send(struct uroce_nic *nic, unsigned slot,
 	 * next time */
 	if (fd >= 0 && err != -EAGAIN) {
 		close(fd);
-		p->fwd_to[slot] = -1;
+		m->fwd_to[slot] = -1;
 	}
 	return err;
 }
 
-int udp_forward(struct uroce_nic *nic, unsigned slot,
-		const struct uroce_rxpkt *rx)
+int uroce_mux_forward(struct uroce_nic *nic, unsigned slot,
+		      const struct uroce_rxpkt *rx)
 {
 	if (slot == 0 || slot >= UROCE_MAX_SLOTS || slot == nic->slot)
 		return -EINVAL;
-	return udp_fwd_send(nic, slot, rx);
+	return uroce_mux_fwd_send(nic, slot, rx);
 }
 
-/* uroced: the datagrams for slot's QPs go over fd from now on (-1: to
- * nobody); the receiver owns fd and closes it when it fails. */
-void udp_fwd_set(struct uroce_nic *nic, unsigned slot, int fd)
+void uroce_mux_fwd_set(struct uroce_nic *nic, unsigned slot, int fd)
 {
-	struct udp_priv *p = nic->net_priv;
+	struct uroce_mux *m = nic->mux;
 	int old;
 
 	pthread_mutex_lock(&nic->rx_lock);
-	old = p->fwd_to[slot];
-	p->fwd_to[slot] = fd;
+	old = m->fwd_to[slot];
+	m->fwd_to[slot] = fd;
 	pthread_mutex_unlock(&nic->rx_lock);
 	if (old >= 0)
 		close(old);
@@ -161,9 +209,9 @@ void udp_fwd_set(struct uroce_nic *nic, unsigned slot, int fd)
 
 /* A process of our user, or the per-host service, connects to forward
  * datagrams to us. */
-void udp_fwd_accept(struct uroce_nic *nic, int listen_fd)
+void uroce_mux_fwd_accept(struct uroce_nic *nic, int listen_fd)
 {
-	struct udp_priv *p = nic->net_priv;
+	struct uroce_mux *m = nic->mux;
 	struct ucred uc;
 	socklen_t len = sizeof(uc);
 	int fd;
@@ -171,35 +219,33 @@ void udp_fwd_accept(struct uroce_nic *nic, int listen_fd)
 	while ((fd = accept4(listen_fd, NULL, NULL,
 			     SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) ||
-		    (uc.uid != p->uid &&
-		     (p->svc_fd < 0 || uc.uid != p->svc_uid))) {
+		    (uc.uid != m->uid &&
+		     (m->svc_fd < 0 || uc.uid != m->svc_uid))) {
 			STAT_INC(nic, rx_bad_source);
 			close(fd);
 			continue;
 		}
-		if (p->nfwd_from == FWD_ACCEPT_MAX || udp_rx_watch(p, fd, RX_FWD)) {
+		if (m->nfwd_from == FWD_ACCEPT_MAX || m->link->watch(nic, fd, false)) {
 			STAT_INC(nic, rx_errors);
 			close(fd);
 			continue;
 		}
-		p->fwd_from[p->nfwd_from++] = fd;
+		m->fwd_from[m->nfwd_from++] = fd;
 	}
 }
 
 /* The forwarding process closed its end. */
-void udp_fwd_close(struct udp_priv *p, int fd)
+void uroce_mux_fwd_close(struct uroce_mux *m, int fd)
 {
-	if (fd == p->rx_hot)
-		p->rx_hot = -1;
-	if (fd == p->svc_data) {
+	if (fd == m->svc_data) {
 		fprintf(stderr, "uroce: the per-host service uroced has gone: "
 			"from now on only connected QPs receive; restart this "
 			"program once the service runs again\n");
-		p->svc_data = -1;
+		m->svc_data = -1;
 	}
-	for (unsigned i = 0; i < p->nfwd_from; i++) {
-		if (p->fwd_from[i] == fd) {
-			p->fwd_from[i] = p->fwd_from[--p->nfwd_from];
+	for (unsigned i = 0; i < m->nfwd_from; i++) {
+		if (m->fwd_from[i] == fd) {
+			m->fwd_from[i] = m->fwd_from[--m->nfwd_from];
 			break;
 		}
 	}
@@ -220,12 +266,10 @@ static bool fwd_addr_get(const union fwd_addr *in, int family,
 }
 
 /* A datagram forwarded by another process of our user (checked when it
- * connected): true when it is well formed. */
-bool udp_rx_unix(struct uroce_nic *nic, unsigned i, struct uroce_rxpkt *rx)
+ * connected) or by the service: true when it is well formed. */
+bool uroce_mux_fwd_parse(struct uroce_nic *nic, struct msghdr *mh,
+			 uint32_t len, uint8_t *buf, struct uroce_rxpkt *rx)
 {
-	struct udp_priv *p = nic->net_priv;
-	struct msghdr *mh = &p->msg[i].msg_hdr;
-	uint32_t len = p->msg[i].msg_len;
 	struct fwd_hdr h;
 	int family;
 
@@ -250,7 +294,7 @@ bool udp_rx_unix(struct uroce_nic *nic, unsigned i, struct uroce_rxpkt *rx)
 		STAT_INC(nic, rx_malformed);
 		return false;
 	}
-	memcpy(&h, p->buf[i], sizeof(h));
+	memcpy(&h, buf, sizeof(h));
 	family = h.src.sa.sa_family;
 	if (h.magic != FWD_MAGIC || (family != AF_INET && family != AF_INET6) ||
 	    !fwd_addr_get(&h.src, family, &rx->src) ||
@@ -260,7 +304,7 @@ bool udp_rx_unix(struct uroce_nic *nic, unsigned i, struct uroce_rxpkt *rx)
 	}
 	rx->tos = h.tos;
 	rx->roce1 = h.roce1;
-	rx->data = p->buf[i] + sizeof(h);
+	rx->data = buf + sizeof(h);
 	rx->len = len - sizeof(h);
 	if (rx->roce1) {
 		if (rx->len < UROCE_GRH_LEN + BTH_BYTES) {
@@ -290,11 +334,11 @@ static socklen_t sid_name(struct sockaddr_un *un, uint16_t port, uint64_t sid)
 	return offsetof(struct sockaddr_un, sun_path) + 1 + len;
 }
 
-int udp_sid_claim(struct uroce_nic *nic, uint64_t sid)
+int uroce_mux_sid_claim(struct uroce_nic *nic, uint64_t sid)
 {
-	struct udp_priv *p = nic->net_priv;
+	struct uroce_mux *m = nic->mux;
 	struct sockaddr_un un;
-	socklen_t len = sid_name(&un, p->port, sid);
+	socklen_t len = sid_name(&un, m->port, sid);
 	int fd, err = 0;
 
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -302,95 +346,95 @@ int udp_sid_claim(struct uroce_nic *nic, uint64_t sid)
 		return -errno;
 	if (bind(fd, (struct sockaddr *)&un, len) || listen(fd, FWD_BACKLOG))
 		err = -errno;
-	pthread_mutex_lock(&p->sid_lock);
-	if (!err && p->nsids == p->sids_cap) {
-		unsigned cap = p->sids_cap ? 2 * p->sids_cap : 8;
-		struct sid_claim *n = realloc(p->sids, cap * sizeof(*n));
+	pthread_mutex_lock(&m->sid_lock);
+	if (!err && m->nsids == m->sids_cap) {
+		unsigned cap = m->sids_cap ? 2 * m->sids_cap : 8;
+		struct sid_claim *n = realloc(m->sids, cap * sizeof(*n));
 
 		if (n) {
-			p->sids = n;
-			p->sids_cap = cap;
+			m->sids = n;
+			m->sids_cap = cap;
 		} else {
 			err = -ENOMEM;
 		}
 	}
 	if (!err)
-		err = udp_rx_watch(p, fd, RX_LISTEN);
+		err = m->link->watch(nic, fd, true);
 	if (!err)
-		p->sids[p->nsids++] = (struct sid_claim){ sid, fd };
-	pthread_mutex_unlock(&p->sid_lock);
+		m->sids[m->nsids++] = (struct sid_claim){ sid, fd };
+	pthread_mutex_unlock(&m->sid_lock);
 	if (err)
 		close(fd);
 	return err;
 }
 
 /* Not called with the CM's lock held: the receiver may be using fd. */
-void udp_sid_release(struct uroce_nic *nic, uint64_t sid)
+void uroce_mux_sid_release(struct uroce_nic *nic, uint64_t sid)
 {
-	struct udp_priv *p = nic->net_priv;
+	struct uroce_mux *m = nic->mux;
 	int fd = -1;
 
-	pthread_mutex_lock(&p->sid_lock);
-	for (unsigned i = 0; i < p->nsids; i++) {
-		if (p->sids[i].sid == sid) {
-			fd = p->sids[i].fd;
-			p->sids[i] = p->sids[--p->nsids];
+	pthread_mutex_lock(&m->sid_lock);
+	for (unsigned i = 0; i < m->nsids; i++) {
+		if (m->sids[i].sid == sid) {
+			fd = m->sids[i].fd;
+			m->sids[i] = m->sids[--m->nsids];
 			break;
 		}
 	}
-	pthread_mutex_unlock(&p->sid_lock);
+	pthread_mutex_unlock(&m->sid_lock);
 	if (fd < 0)
 		return;
-	udp_rx_unwatch(p, fd);
-	udp_rx_quiesce(p);
+	m->link->unwatch(nic, fd);
+	m->link->quiesce(nic);
 	close(fd);
 }
 
 /* The cached connection to a service's holder, made on first use. */
-static int sid_conn(struct udp_priv *p, uint64_t sid)
+static int sid_conn(struct uroce_mux *m, uint64_t sid)
 {
 	struct sockaddr_un un;
-	socklen_t len = sid_name(&un, p->port, sid);
+	socklen_t len = sid_name(&un, m->port, sid);
 	struct sid_claim *c;
 	int fd;
 
 	for (unsigned i = 0; i < SID_FWD_CACHE; i++)
-		if (p->sid_fwd[i].fd >= 0 && p->sid_fwd[i].sid == sid)
-			return p->sid_fwd[i].fd;
+		if (m->sid_fwd[i].fd >= 0 && m->sid_fwd[i].sid == sid)
+			return m->sid_fwd[i].fd;
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
-	if (udp_set_buf(fd, SO_SNDBUF) || connect(fd, (struct sockaddr *)&un, len)) {
+	if (uroce_sock_set_buf(fd, SO_SNDBUF) || connect(fd, (struct sockaddr *)&un, len)) {
 		int err = -errno;
 
 		close(fd);
 		return err;
 	}
-	c = &p->sid_fwd[p->sid_fwd_next++ % SID_FWD_CACHE];
+	c = &m->sid_fwd[m->sid_fwd_next++ % SID_FWD_CACHE];
 	if (c->fd >= 0)
 		close(c->fd);
 	*c = (struct sid_claim){ sid, fd };
 	return fd;
 }
 
-static void sid_conn_drop(struct udp_priv *p, int fd)
+static void sid_conn_drop(struct uroce_mux *m, int fd)
 {
 	for (unsigned i = 0; i < SID_FWD_CACHE; i++)
-		if (p->sid_fwd[i].fd == fd)
-			p->sid_fwd[i].fd = -1;
+		if (m->sid_fwd[i].fd == fd)
+			m->sid_fwd[i].fd = -1;
 	close(fd);
 }
 
 /* Only the receiver (under rx_lock) forwards, so the cache needs no lock.
  * A connection outlives its holder's claim: a failed send reconnects
  * once, to whoever holds the service now, if anyone. */
-int udp_sid_forward(struct uroce_nic *nic, uint64_t sid,
-		    const struct uroce_rxpkt *rx)
+int uroce_mux_sid_forward(struct uroce_nic *nic, uint64_t sid,
+			  const struct uroce_rxpkt *rx)
 {
-	struct udp_priv *p = nic->net_priv;
+	struct uroce_mux *m = nic->mux;
 
 	for (unsigned tries = 0; tries < 2; tries++) {
-		int fd = sid_conn(p, sid), err;
+		int fd = sid_conn(m, sid), err;
 
 		if (fd < 0)
 			return fd;
@@ -399,7 +443,7 @@ int udp_sid_forward(struct uroce_nic *nic, uint64_t sid,
 		 * peer retransmits it */
 		if (!err || err == -EAGAIN)
 			return 0;
-		sid_conn_drop(p, fd);
+		sid_conn_drop(m, fd);
 	}
 	return -ECONNREFUSED;
 }

@@ -74,6 +74,15 @@ static void engine_leave(struct uroce_nic *nic)
 	atomic_fetch_add(&nic->engine_seq, 1);
 }
 
+/* Ends a receive pass: leaves the engine section, drops rx_lock, then
+ * sends what the pass listed (ACKs and timers never send under rx_lock). */
+static void engine_unlock(struct uroce_nic *nic)
+{
+	engine_leave(nic);
+	pthread_mutex_unlock(&nic->rx_lock);
+	uroce_req_release_held(nic);
+}
+
 static void count_rx(struct uroce_nic *nic, const struct uroce_rxpkt *pkts,
 		     int n)
 {
@@ -318,9 +327,7 @@ static void *engine_main(void *arg)
 			next = qp1_next;
 		if (kicked || data || next != UINT64_MAX)
 			last_busy = last_pass;
-		engine_leave(nic);
-		pthread_mutex_unlock(&nic->rx_lock);
-		uroce_req_release_held(nic);
+		engine_unlock(nic);
 	}
 	return NULL;
 }
@@ -354,9 +361,7 @@ static bool engine_try_call(struct uroce_nic *nic,
 		return false;
 	engine_enter(nic);
 	fn(nic, arg);
-	engine_leave(nic);
-	pthread_mutex_unlock(&nic->rx_lock);
-	uroce_req_release_held(nic);
+	engine_unlock(nic);
 	return true;
 }
 
@@ -414,9 +419,7 @@ void uroce_engine_call(struct uroce_nic *nic,
 	atomic_fetch_sub(&nic->rx_callers, 1);
 	engine_enter(nic);
 	fn(nic, arg);
-	engine_leave(nic);
-	pthread_mutex_unlock(&nic->rx_lock);
-	uroce_req_release_held(nic);
+	engine_unlock(nic);
 }
 
 static void flush_acks_call(struct uroce_nic *nic, void *arg)
@@ -642,9 +645,7 @@ void uroce_engine_drain(struct uroce_nic *nic)
 		engine_enter(nic);
 		engine_receive(nic, SOCKETS_READY);
 		uroce_flush_acks(nic);
-		engine_leave(nic);
-		pthread_mutex_unlock(&nic->rx_lock);
-		uroce_req_release_held(nic);
+		engine_unlock(nic);
 	}
 }
 
